@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+
+	"adhost/abi"
+)
+
+// Provider executes model turns for one provider instance (one extension,
+// one account, its settings). runtime/wasm implements it; tests use fakes.
+//
+// Errors: a *protocol.Error is public and reaches the client as is (its
+// message is already fixed and safe); anything else becomes INTERNAL_ERROR.
+// A Provider must return promptly once ctx is done; the engine stops waiting
+// for it at cancellation either way.
+type Provider interface {
+	// Complete runs one model turn. Streamed items go to sink while the turn
+	// runs; the returned output is the whole turn.
+	Complete(ctx context.Context, in *abi.CompleteInput, sink TurnSink) (*abi.CompleteOutput, error)
+	// Inspect runs the read-only discovery probe. An extension without a
+	// probe returns an output with code DISCOVERY_UNSUPPORTED.
+	Inspect(ctx context.Context) (*abi.InspectOutput, error)
+}
+
+// TurnSink receives what a provider streams during one turn. Calls come from
+// one goroutine at a time. After the run is cancelled, calls are ignored.
+type TurnSink interface {
+	// Text is a visible text delta (never empty).
+	Text(delta string)
+	// Progress reports real work (reasoning or tool-argument deltas).
+	Progress()
+	// Usage reports the turn's usage so far (last one wins; the turn's
+	// output usage takes precedence).
+	Usage(u abi.Usage)
+}
+
+// ToolSet runs the tools of one tool extension. runtime/wasm implements it.
+type ToolSet interface {
+	// Tools lists the tools the extension offers.
+	Tools(ctx context.Context) ([]abi.ToolDef, error)
+	// Invoke runs one call. progress reports real tool progress. The output
+	// is any JSON value; the engine bounds and validates it.
+	Invoke(ctx context.Context, call abi.ToolCall, progress func()) (json.RawMessage, error)
+}
+
+// ProviderInstance is a configured provider (host.toml [[providers]]) with
+// its extension bound.
+type ProviderInstance struct {
+	ID        string
+	Name      string
+	Vendor    string
+	AuthMode  string // "api-key" | "cli-session" | "none"
+	AccountID string
+	// Models is the execution allowlist. Nil: any explicit model id;
+	// empty non-nil: no model allowed.
+	Models []string
+	// Capabilities are the extension manifest's boolean capabilities
+	// (tools and textStreaming always present).
+	Capabilities map[string]bool
+	// UsageSource is the manifest's usageSource.
+	UsageSource string
+	Provider    Provider
+}
+
+// Tool is a host tool: a name served by a tool extension.
+type Tool struct {
+	Def abi.ToolDef
+	// RequiresApproval: the tool fails closed with APPROVAL_REQUIRED unless
+	// an approval decision exists.
+	RequiresApproval bool
+	Set              ToolSet
+}
+
+// Principal is the authenticated caller: the subject and its grants.
+type Principal struct {
+	TokenID string
+	Subject string
+	// Providers and Tools are the granted instance ids and host tool names.
+	Providers map[string]bool
+	Tools     map[string]bool
+}
