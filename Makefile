@@ -1,0 +1,94 @@
+# adhost — build, run and test. `make run` and `make test` are all a new
+# checkout needs (Go only; modules download from the proxy).
+
+GO       ?= go
+CONFIG   ?= host.toml
+FUZZTIME ?= 10s
+# Plugins: every plugins/<id> directory with a manifests/<id>.toml.
+PLUGINS  := $(sort $(foreach d,$(wildcard plugins/*),$(if $(wildcard manifests/$(notdir $(d)).toml),$(notdir $(d)))))
+# manifest_version prints the version of manifests/$$id.toml (shell, in recipes).
+manifest_version = awk -F'"' '/^[[:space:]]*version[[:space:]]*=/ { print $$2; exit }' manifests/$$id.toml
+WASMBUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -buildvcs=false
+
+.PHONY: all build adhost plugins run test e2e bench fuzz lint pin check clean
+
+all: build
+
+## build: bin/adhost and every plugin as build/plugins/<id>-<version>.wasm
+build: adhost plugins
+
+adhost:
+	@mkdir -p bin
+	$(GO) build -trimpath -buildvcs=false -o bin/adhost ./host/cmd/adhost
+
+bin/embedmanifest: $(wildcard tools/embedmanifest/*.go runtime/manifest/*.go abi/*.go)
+	@mkdir -p bin
+	$(GO) build -trimpath -buildvcs=false -o bin/embedmanifest ./tools/embedmanifest
+
+## plugins: reproducible wasip1 builds with the manifest embedded
+plugins: bin/embedmanifest
+	@mkdir -p build/plugins
+	@set -e; for id in $(PLUGINS); do \
+		ver=$$($(manifest_version)); \
+		if [ -z "$$ver" ]; then echo "manifests/$$id.toml: no version" >&2; exit 1; fi; \
+		echo "plugin $$id@$$ver -> build/plugins/$$id-$$ver.wasm"; \
+		$(WASMBUILD) -o build/plugins/$$id.raw.wasm ./plugins/$$id; \
+		bin/embedmanifest -manifest manifests/$$id.toml -in build/plugins/$$id.raw.wasm -out build/plugins/$$id-$$ver.wasm; \
+		rm -f build/plugins/$$id.raw.wasm; \
+	done
+
+## run: build, create the dev token if missing, serve the dev default
+run: build data/dev.token
+	@echo "dev token: $(CURDIR)/data/dev.token"
+	@echo "  curl -H \"Authorization: Bearer \$$(cat data/dev.token)\" http://127.0.0.1:7433/v1/protocol"
+	bin/adhost serve --config $(CONFIG)
+
+data/dev.token:
+	@mkdir -p data && chmod 700 data
+	@umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > data/dev.token && echo >> data/dev.token
+	@chmod 600 data/dev.token
+	@echo "created data/dev.token (mode 0600)"
+
+## test: everything the tests need, then the whole suite
+test: build
+	$(GO) test -timeout 15m ./...
+
+## e2e: only the end-to-end tests (they build what they need)
+e2e: build
+	$(GO) test -count=1 -timeout 10m ./e2e/...
+
+## bench: every benchmark (see the issue notes for the targets)
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+## fuzz: each fuzz target for FUZZTIME (default 10s)
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+## lint: go vet for the host and for the wasip1 builds
+lint:
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./sdk-plugin/... $(addprefix ./plugins/,$(PLUGINS))
+	@if [ -f tools/go.mod ]; then $(GO) tool -modfile=tools/go.mod staticcheck ./...; fi
+
+## pin: rebuild the plugins and rewrite the sha256 pins already in host.toml
+pin: build
+	@set -e; for id in $(PLUGINS); do \
+		ver=$$($(manifest_version)); \
+		bin/adhost plugins pin --config $(CONFIG) --write --existing $$id@$$ver build/plugins/$$id-$$ver.wasm; \
+	done
+
+## check: what CI runs beyond `make test`
+check: lint build
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l . ; exit 1; }
+	$(GO) mod tidy -diff
+	$(GO) test -race -short -timeout 20m ./...
+	bin/adhost plugins verify --config $(CONFIG)
+
+clean:
+	rm -rf bin build

@@ -1,0 +1,320 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"adhost/host/config"
+	"adhost/runtime/manifest"
+	"adhost/runtime/wasm"
+)
+
+// cliPlugins is `adhost plugins list|verify|inspect|pin`.
+func cliPlugins(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(env.stderr, "usage: adhost plugins list | verify | inspect FILE.wasm | pin ID@VERSION FILE.wasm [--write]")
+		return cliExitUsage
+	}
+	switch args[0] {
+	case "list":
+		return cliPluginsList(env, args[1:])
+	case "verify":
+		return cliPluginsVerify(ctx, env, args[1:])
+	case "inspect":
+		return cliPluginsInspect(env, args[1:])
+	case "pin":
+		return cliPluginsPin(env, args[1:])
+	}
+	fmt.Fprintf(env.stderr, "adhost plugins: unknown subcommand %q (list, verify, inspect, pin)\n", args[0])
+	return cliExitUsage
+}
+
+// cliReadModule reads a module and returns its bytes, its sha256 and its
+// parsed embedded manifest (with the raw TOML).
+func cliReadModule(path string) (b []byte, digest string, m *manifest.Manifest, raw []byte, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	if fi.Size() > wasm.MaxModuleBytes {
+		return nil, "", nil, nil, fmt.Errorf("%s: larger than %d bytes", path, wasm.MaxModuleBytes)
+	}
+	b, err = os.ReadFile(path)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	sum := sha256.Sum256(b)
+	digest = hex.EncodeToString(sum[:])
+	raw, err = manifest.Extract(b)
+	if err != nil {
+		return b, digest, nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err = manifest.Parse(raw)
+	if err != nil {
+		return b, digest, nil, raw, fmt.Errorf("%s: embedded %w", path, err)
+	}
+	return b, digest, m, raw, nil
+}
+
+// cliPluginsList prints the configured extensions without compiling them:
+// the digest check and the embedded manifest are enough to say whether the
+// file on disk is the one pinned. `plugins verify` does the full load.
+func cliPluginsList(env *cliEnv, args []string) int {
+	fs := cliFlags(env, "plugins list")
+	cfgPath := fs.String("config", "host.toml", "configuration file")
+	if _, code, ok := cliParse(fs, args); !ok {
+		return code
+	}
+	cfg, err := config.Load(*cfgPath)
+	if cfg == nil {
+		return env.fail("plugins list", err)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tVERSION\tKIND\tSHA256\tVERIFIED\tCAPABILITIES\tPERMISSIONS")
+	bad := false
+	for _, e := range cfg.Extensions {
+		kind, caps, perms, verified := "-", "-", "-", "yes"
+		_, digest, m, _, rerr := cliReadModule(e.Module)
+		switch {
+		case rerr != nil && digest == "":
+			verified = "no: " + cliOneLine(cliUnwrapPath(rerr)).Error()
+		case digest != e.SHA256:
+			verified = "no: sha256 is " + cliShort(digest)
+		case rerr != nil:
+			verified = "no: " + cliOneLine(rerr).Error()
+		case m.ID != e.ID || m.Version != e.Version:
+			verified = fmt.Sprintf("no: manifest is %s@%s", m.ID, m.Version)
+		}
+		if verified != "yes" {
+			bad = true
+		}
+		if m != nil {
+			kind = string(m.Kind)
+			caps = cliCaps(m)
+			perms = cliPerms(m)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Version, kind, cliShort(e.SHA256), verified, caps, perms)
+	}
+	tw.Flush()
+	if err != nil {
+		fmt.Fprintln(env.stderr)
+		env.fail("plugins list", err)
+	}
+	if bad || err != nil {
+		return cliExitFail
+	}
+	return cliExitOK
+}
+
+func cliShort(d string) string {
+	if len(d) > 16 {
+		return d[:16] + "…"
+	}
+	if d == "" {
+		return "(none)"
+	}
+	return d
+}
+
+func cliCaps(m *manifest.Manifest) string {
+	var on []string
+	for k, v := range m.Capabilities {
+		if v {
+			on = append(on, k)
+		}
+	}
+	slices.Sort(on)
+	if len(on) == 0 {
+		return "-"
+	}
+	return strings.Join(on, ",")
+}
+
+func cliPerms(m *manifest.Manifest) string {
+	var p []string
+	if m.Network != nil {
+		net := "network:" + strings.Join(m.Network.Origins, ",")
+		if m.Network.EndpointSetting != "" {
+			net += "+endpoint(" + m.Network.EndpointSetting + ")"
+		}
+		p = append(p, net)
+	}
+	for _, c := range m.Credentials {
+		p = append(p, "credential:"+c.Name)
+	}
+	if len(p) == 0 {
+		return "none"
+	}
+	return strings.Join(p, " ")
+}
+
+// cliPluginsVerify loads every pinned extension as serve does (digest,
+// manifest, compile, ABI, imports, instantiate, info) and exits non-zero on
+// any problem, printing one line per extension.
+func cliPluginsVerify(ctx context.Context, env *cliEnv, args []string) int {
+	fs := cliFlags(env, "plugins verify")
+	cfgPath := fs.String("config", "host.toml", "configuration file")
+	data := fs.String("data", "", "store directory holding the compilation cache (overrides store.path)")
+	if _, code, ok := cliParse(fs, args); !ok {
+		return code
+	}
+	cfg, err := cliLoadConfig(*cfgPath, "", *data)
+	if err != nil {
+		return env.fail("plugins verify", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	failed := false
+	for _, e := range cfg.Extensions {
+		x, err := cliLoadExtension(ctx, e, filepath.Join(cfg.Store.Path, "wasm-cache"), log)
+		if err != nil {
+			env.fail("plugins verify", err)
+			failed = true
+			continue
+		}
+		fmt.Fprintf(env.stdout, "ok  %s  %s  sha256 %s\n", e.Ref(), x.Manifest().Kind, e.SHA256)
+		x.Close(ctx)
+	}
+	if failed {
+		return cliExitFail
+	}
+	return cliExitOK
+}
+
+// cliPluginsInspect prints a module's sha256 and its embedded manifest.
+func cliPluginsInspect(env *cliEnv, args []string) int {
+	fs := cliFlags(env, "plugins inspect")
+	pos, code, ok := cliParse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(env.stderr, "usage: adhost plugins inspect FILE.wasm")
+		return cliExitUsage
+	}
+	_, digest, m, raw, err := cliReadModule(pos[0])
+	if digest == "" {
+		return env.fail("plugins inspect", err)
+	}
+	fmt.Fprintf(env.stdout, "file    %s\nsha256  %s\n", pos[0], digest)
+	if m != nil {
+		fmt.Fprintf(env.stdout, "id      %s@%s (%s)\n", m.ID, m.Version, m.Kind)
+	}
+	if raw != nil {
+		fmt.Fprintf(env.stdout, "\n# embedded manifest\n%s", raw)
+		if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+			fmt.Fprintln(env.stdout)
+		}
+	}
+	if err != nil {
+		return env.fail("plugins inspect", err)
+	}
+	return cliExitOK
+}
+
+// cliPluginsPin prints (or with --write, updates in host.toml) the pin of a
+// module the operator has reviewed. The module's embedded manifest must
+// carry the id and version being pinned.
+func cliPluginsPin(env *cliEnv, args []string) int {
+	fs := cliFlags(env, "plugins pin")
+	cfgPath := fs.String("config", "host.toml", "configuration file to update with --write")
+	write := fs.Bool("write", false, "update the pin in the configuration file in place, keeping comments")
+	existing := fs.Bool("existing", false, "with --write: only update a pin that is already configured (make pin)")
+	pos, code, ok := cliParse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		fmt.Fprintln(env.stderr, "usage: adhost plugins pin ID@VERSION FILE.wasm [--write] [--config host.toml]")
+		return cliExitUsage
+	}
+	id, version, found := strings.Cut(pos[0], "@")
+	if !found || id == "" || version == "" {
+		return env.failf("plugins pin", "%q is not ID@VERSION", pos[0])
+	}
+	file := pos[1]
+	_, digest, m, _, err := cliReadModule(file)
+	if err != nil {
+		return env.fail("plugins pin", err)
+	}
+	if m.ID != id || m.Version != version {
+		return env.failf("plugins pin", "%s embeds the manifest of %s@%s, not %s", file, m.ID, m.Version, pos[0])
+	}
+	if !*write {
+		fmt.Fprintf(env.stdout, "[[extensions]]\nid = %q\nversion = %q\nmodule = %q\nsha256 = %q\n", id, version, filepath.ToSlash(file), digest)
+		return cliExitOK
+	}
+	path, err := filepath.Abs(*cfgPath)
+	if err != nil {
+		return env.fail("plugins pin", err)
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return env.fail("plugins pin", err)
+	}
+	if *existing {
+		cfg, err := config.Decode(doc, path)
+		if err != nil {
+			return env.fail("plugins pin", err)
+		}
+		if cfg.ExtensionByRef(pos[0]) == nil {
+			fmt.Fprintf(env.stdout, "%s is not pinned in %s; skipped\n", pos[0], *cfgPath)
+			return cliExitOK
+		}
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return env.fail("plugins pin", err)
+	}
+	out, err := config.SetPin(doc, path, id, version, abs, digest)
+	if err != nil {
+		return env.fail("plugins pin", err)
+	}
+	if string(out) == string(doc) {
+		fmt.Fprintf(env.stdout, "%s already pinned at sha256 %s\n", pos[0], digest)
+		return cliExitOK
+	}
+	if err := cliWriteFileAtomic(path, out); err != nil {
+		return env.fail("plugins pin", err)
+	}
+	fmt.Fprintf(env.stdout, "pinned %s sha256 %s in %s\n", pos[0], digest, *cfgPath)
+	return cliExitOK
+}
+
+// cliWriteFileAtomic replaces path with data via a temporary file in the
+// same directory, keeping path's permission bits.
+func cliWriteFileAtomic(path string, data []byte) error {
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

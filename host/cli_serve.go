@@ -1,0 +1,344 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"adhost/host/config"
+	"adhost/runtime"
+	"adhost/runtime/discovery"
+	"adhost/runtime/wasm"
+	"adhost/store"
+)
+
+// cliServe is `adhost serve [--config host.toml] [--listen ADDR] [--data DIR]`.
+//
+// Order (Caddy's lifecycle): decode and validate the whole configuration,
+// resolve token secrets, verify and load every pinned extension, open the
+// store, build the engine and the server, listen, print "listening on
+// URL", serve until SIGINT/SIGTERM or ctx ends, then shut down gracefully
+// and undo in reverse. Any error before listening is one line per problem
+// and exit code 1.
+func cliServe(ctx context.Context, env *cliEnv, args []string) int {
+	fs := cliFlags(env, "serve")
+	cfgPath := fs.String("config", "host.toml", "configuration file")
+	listen := fs.String("listen", "", "listen address host:port (overrides server.listen)")
+	data := fs.String("data", "", "store directory (overrides store.path)")
+	verbose := fs.Bool("v", false, "log at debug level")
+	pos, code, ok := cliParse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return env.failf("serve", "unexpected arguments %q", pos)
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := cliLoadConfig(*cfgPath, *listen, *data)
+	if err != nil {
+		return env.fail("serve", err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	h, err := cliProvision(ctx, cfg, log)
+	if err != nil {
+		return env.fail("serve", err)
+	}
+	defer h.close()
+
+	var tlsCfg *tls.Config
+	scheme := "http"
+	if cfg.Server.TLSCert != "" {
+		if tlsCfg, err = TLSConfig(cfg.Server.TLSCert, cfg.Server.TLSKey); err != nil {
+			return env.failf("serve", "server.tls_cert: %v", err)
+		}
+		scheme = "https"
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return env.failf("serve", "server.listen: %v", err)
+	}
+	srv := NewServer(ServerOptions{
+		Engine:         h.engine,
+		Discovery:      h.discovery,
+		Tokens:         h.tokens,
+		AllowedOrigins: cfg.Server.AllowedOrigins,
+		TLS:            tlsCfg != nil,
+		Logger:         log,
+	})
+	srv.SetReady()
+	// Tests and scripts read this line to learn the address (--listen :0).
+	fmt.Fprintf(env.stdout, "listening on %s://%s\n", scheme, ln.Addr())
+	log.Info("serving", "addr", ln.Addr().String(), "extensions", len(h.exts), "providers", len(cfg.Providers), "tools", len(h.toolNames))
+
+	if err := srv.Serve(ctx, ln, tlsCfg); err != nil {
+		log.Error("shutdown", "err", err)
+		h.close()
+		return cliExitFail
+	}
+	if err := h.close(); err != nil {
+		log.Error("close", "err", err)
+		return cliExitFail
+	}
+	log.Info("stopped")
+	return cliExitOK
+}
+
+// cliLoadConfig loads host.toml, applies the command-line overrides and
+// validates the result.
+func cliLoadConfig(path, listen, data string) (*config.File, error) {
+	cfg, err := config.Load(path)
+	if cfg == nil {
+		return nil, err
+	}
+	if listen == "" && data == "" {
+		return cfg, err
+	}
+	if listen != "" {
+		cfg.Server.Listen = listen
+	}
+	if data != "" {
+		abs, aerr := filepath.Abs(data)
+		if aerr != nil {
+			return nil, aerr
+		}
+		cfg.Store.Path = abs
+	}
+	return cfg, cfg.Validate()
+}
+
+// cliHost is everything serve provisions, closed in reverse order.
+type cliHost struct {
+	exts      map[string]*wasm.Extension // by "id@version"
+	extOrder  []*wasm.Extension
+	store     *store.Store
+	jsonl     *store.JSONL
+	engine    *runtime.Engine
+	discovery Discovery
+	disc      *discovery.Cache
+	tokens    []Token
+	toolNames []string
+	closed    bool
+}
+
+func (h *cliHost) close() error {
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if h.disc != nil {
+		h.disc.Close() // probes call into extensions: stop them first
+	}
+	for i := len(h.extOrder) - 1; i >= 0; i-- {
+		errs = append(errs, h.extOrder[i].Close(ctx))
+	}
+	if h.jsonl != nil {
+		errs = append(errs, h.jsonl.Close())
+	}
+	if h.store != nil {
+		errs = append(errs, h.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// cliProvision turns a validated configuration into a running engine: on
+// any error it undoes what it did and returns the problems, one per line.
+func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *cliHost, err error) {
+	h := &cliHost{exts: map[string]*wasm.Extension{}}
+	defer func() {
+		if err != nil {
+			h.close()
+		}
+	}()
+	secrets, err := cfg.ResolveTokens()
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range secrets {
+		h.tokens = append(h.tokens, Token{
+			ID: s.Token.ID, Subject: s.Token.Subject, Secret: s.Value,
+			Providers: s.Token.Providers, Tools: s.Token.Tools,
+		})
+		if !s.Token.Grants.Empty() {
+			log.Warn("token grants for sessions, jobs, approvals, application tools and retrieval are not implemented yet; ignored", "token", s.Token.ID)
+		}
+	}
+
+	// Verify and compile every pin before anything else can fail late.
+	cacheDir := filepath.Join(cfg.Store.Path, "wasm-cache")
+	for _, e := range cfg.Extensions {
+		x, err := cliLoadExtension(ctx, e, cacheDir, log)
+		if err != nil {
+			return nil, err
+		}
+		h.exts[e.Ref()] = x
+		h.extOrder = append(h.extOrder, x)
+	}
+
+	if h.store, err = store.Open(cfg.Store.Path, store.Options{Logger: log}); err != nil {
+		return nil, err
+	}
+	sinks := cliUsageTee{h.store}
+	if cfg.Usage.JSONL != "" {
+		if h.jsonl, err = store.OpenJSONL(cfg.Usage.JSONL); err != nil {
+			return nil, err
+		}
+		sinks = append(sinks, h.jsonl)
+	}
+
+	var insts []*runtime.ProviderInstance
+	var errs []error
+	for i, p := range cfg.Providers {
+		inst, err := cliBindProvider(ctx, h.exts[p.Extension], p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("providers[%d] (%s): %w", i, p.ID, err))
+			continue
+		}
+		insts = append(insts, inst)
+	}
+	var tools []*runtime.Tool
+	for i, t := range cfg.Tools {
+		ts, err := cliBindTools(ctx, h.exts[t.Extension], t)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools[%d] (%s): %w", i, t.Extension, err))
+			continue
+		}
+		tools = append(tools, ts...)
+		h.toolNames = append(h.toolNames, t.Names...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	hostID := cfg.Usage.HostID
+	if hostID == "" {
+		hostID = cliRandomUUID()
+	}
+	h.engine, err = runtime.New(runtime.Options{
+		Providers: insts,
+		Tools:     tools,
+		Limits: runtime.Limits{
+			MaxSteps:        cfg.Limits.MaxSteps,
+			MaxOutputTokens: cfg.Limits.MaxOutputTokens,
+			IdleTimeout:     time.Duration(cfg.Limits.IdleTimeoutMs) * time.Millisecond,
+		},
+		MaxConcurrent: cfg.Limits.MaxConcurrentRuns,
+		MaxPerSubject: cfg.Limits.MaxConcurrentRunsPerSubject,
+		UsageSink:     sinks,
+		HostID:        hostID,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	h.disc = discovery.New(discovery.Options{})
+	h.discovery = h.disc
+	return h, nil
+}
+
+// cliLoadExtension checks the pin's digest itself first, so the message
+// names the extension and both digests in the same words whatever the
+// loader says, then hands the module to runtime/wasm for the full load
+// path (manifest, ABI, imports, instantiate, info).
+func cliLoadExtension(ctx context.Context, e config.Extension, cacheDir string, log *slog.Logger) (*wasm.Extension, error) {
+	if err := cliCheckDigest(e); err != nil {
+		return nil, err
+	}
+	x, err := wasm.Load(ctx, wasm.Pin{ID: e.ID, Version: e.Version, Path: e.Module, SHA256: e.SHA256},
+		wasm.Options{CacheDir: cacheDir, Logger: log})
+	if err != nil {
+		return nil, cliOneLine(err)
+	}
+	return x, nil
+}
+
+// cliCheckDigest compares the module's sha256 with the pin.
+func cliCheckDigest(e config.Extension) error {
+	got, err := cliFileDigest(e.Module)
+	if err != nil {
+		return fmt.Errorf("extension %s: module %s: %w", e.Ref(), e.Module, cliUnwrapPath(err))
+	}
+	if got != e.SHA256 {
+		return fmt.Errorf("extension %s: sha256 mismatch for %s: expected %s, actual %s", e.Ref(), e.Module, e.SHA256, got)
+	}
+	return nil
+}
+
+func cliFileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, wasm.MaxModuleBytes+1)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// cliUnwrapPath drops the path of a *PathError already named by the caller.
+func cliUnwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// cliOneLine keeps the first line of an error (loader errors are one line;
+// this guards the "one-line reason" promise).
+func cliOneLine(err error) error {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return errors.New(s[:i])
+	}
+	return err
+}
+
+// cliUsageTee delivers each usage record to every sink (the store always,
+// the JSONL file when configured); one sink failing does not skip others.
+type cliUsageTee []runtime.UsageSink
+
+func (t cliUsageTee) RecordUsage(ctx context.Context, rec *runtime.UsageRecord) error {
+	var errs []error
+	for _, s := range t {
+		if err := s.RecordUsage(ctx, rec); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cliRandomUUID returns a random (version 4) UUID: the per-process host id
+// when usage.host_id is not configured (wire-core §14.3).
+func cliRandomUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	x := hex.EncodeToString(b[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}

@@ -1,0 +1,191 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"adhost/client"
+	"adhost/host/config"
+	"adhost/store"
+)
+
+// cliQualify is `adhost qualify`: provider qualification comes with a
+// later issue; until then it says so and exits 2.
+func cliQualify(_ context.Context, env *cliEnv, _ []string) int {
+	fmt.Fprintln(env.stderr, "adhost qualify: not yet available (provider qualification reports come in a later release)")
+	return cliExitUsage
+}
+
+// cliStatus is `adhost status`: the health of a running host and, with a
+// token, its protocol features and providers.
+func cliStatus(ctx context.Context, env *cliEnv, args []string) int {
+	fs := cliFlags(env, "status")
+	cfgPath := fs.String("config", "host.toml", "configuration file (default URL and token)")
+	baseURL := fs.String("url", "", "host base URL (default: from the config's server.listen)")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token")
+	if _, code, ok := cliParse(fs, args); !ok {
+		return code
+	}
+	url, token, tokErr := cliClientSettings(*cfgPath, *baseURL, *tokenFile)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+"/health", nil)
+	if err != nil {
+		return env.fail("status", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return env.failf("status", "%s is not reachable: %v", url, err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	fmt.Fprintf(env.stdout, "host     %s\nhealth   %d %s\n", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	if resp.StatusCode != http.StatusOK {
+		return cliExitFail
+	}
+	if tokErr != nil {
+		fmt.Fprintf(env.stdout, "(no token: %v; protocol and providers not shown)\n", tokErr)
+		return cliExitOK
+	}
+	c, err := client.New(url, client.WithToken(token))
+	if err != nil {
+		return cliRunFailed(env, err)
+	}
+	p, err := c.Protocol(ctx)
+	if err != nil {
+		return cliRunFailed(env, err)
+	}
+	fmt.Fprintf(env.stdout, "features %s\n", strings.Join(p.Features, " "))
+	provs, err := c.Providers(ctx, false)
+	if err != nil {
+		return cliRunFailed(env, err)
+	}
+	for _, pr := range provs {
+		health := "-"
+		if pr.Health != nil {
+			health = pr.Health.Status
+		}
+		fmt.Fprintf(env.stdout, "provider %s (%s) health=%s models=%v\n", pr.ID, pr.Vendor, health, pr.Models)
+	}
+	return cliExitOK
+}
+
+// cliDoctor is `adhost doctor`: checks of a configuration without serving
+// — validity, listen port, TLS files, secrets, extensions, store. Each
+// check prints "ok" or "FAIL"; any FAIL exits 1.
+func cliDoctor(ctx context.Context, env *cliEnv, args []string) int {
+	fs := cliFlags(env, "doctor")
+	cfgPath := fs.String("config", "host.toml", "configuration file")
+	if _, code, ok := cliParse(fs, args); !ok {
+		return code
+	}
+	failed := false
+	check := func(name string, err error) {
+		if err != nil {
+			failed = true
+			for i, line := range strings.Split(err.Error(), "\n") {
+				if i == 0 {
+					fmt.Fprintf(env.stdout, "FAIL  %-22s %s\n", name, line)
+				} else {
+					fmt.Fprintf(env.stdout, "      %-22s %s\n", "", line)
+				}
+			}
+			return
+		}
+		fmt.Fprintf(env.stdout, "ok    %s\n", name)
+	}
+	cfg, err := config.Load(*cfgPath)
+	check("configuration", err)
+	if cfg == nil {
+		return cliExitFail
+	}
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err == nil {
+		ln.Close()
+		check("listen "+cfg.Server.Listen, nil)
+	} else {
+		check("listen "+cfg.Server.Listen, fmt.Errorf("%v (is a host already running? see `adhost status`)", err))
+	}
+	if cfg.Server.TLSCert != "" {
+		_, err := TLSConfig(cfg.Server.TLSCert, cfg.Server.TLSKey)
+		check("tls certificate", err)
+	}
+	_, err = cfg.ResolveTokens()
+	check("token secrets", err)
+	var serrs []error
+	for i, p := range cfg.Providers {
+		for _, slot := range cliSortedKeys(p.Secrets) {
+			if _, err := p.Secrets[slot].Resolve(); err != nil {
+				serrs = append(serrs, fmt.Errorf("providers[%d].secrets.%s: %w", i, slot, err))
+			}
+		}
+	}
+	check("provider secrets", errors.Join(serrs...))
+
+	log := slog.New(slog.DiscardHandler)
+	for _, e := range cfg.Extensions {
+		x, err := cliLoadExtension(ctx, e, filepath.Join(cfg.Store.Path, "wasm-cache"), log)
+		check("extension "+e.Ref(), err)
+		if x != nil {
+			x.Close(ctx)
+		}
+	}
+	check("store "+cfg.Store.Path, cliCheckStore(cfg.Store.Path))
+	if cfg.Usage.JSONL != "" {
+		check("usage sink "+cfg.Usage.JSONL, cliCheckWritableDir(filepath.Dir(cfg.Usage.JSONL)))
+	}
+	if failed {
+		return cliExitFail
+	}
+	return cliExitOK
+}
+
+// cliCheckStore opens and closes the store. A store locked by a running
+// host is fine.
+func cliCheckStore(dir string) error {
+	s, err := store.Open(dir, store.Options{})
+	if err == nil {
+		return s.Close()
+	}
+	if strings.Contains(err.Error(), "lock") {
+		return nil // held by a running host
+	}
+	return err
+}
+
+func cliCheckWritableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".adhost-doctor-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+func cliSortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}

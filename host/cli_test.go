@@ -1,0 +1,303 @@
+package host
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"adhost/runtime/manifest"
+)
+
+// cliTestRun runs Main with args and returns the exit code and streams.
+func cliTestRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(t.Context(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+const cliTestManifest = `id = "demo-tools"
+name = "Demo tools"
+version = "1.2.3"
+kind = "tool"
+contractVersion = "1.0"
+`
+
+// cliTestModule writes a minimal wasm module (header only) with an
+// embedded manifest and returns its path and sha256. It is enough for
+// everything that does not instantiate the module.
+func cliTestModule(t *testing.T, dir, manifestTOML string) (string, string) {
+	t.Helper()
+	b, err := manifest.Embed([]byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}, []byte(manifestTOML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "demo.wasm")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return p, hex.EncodeToString(sum[:])
+}
+
+func TestCLIUsage(t *testing.T) {
+	if code, _, stderr := cliTestRun(t); code != cliExitUsage || !strings.Contains(stderr, "usage: adhost") {
+		t.Errorf("no args: code %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := cliTestRun(t, "frobnicate"); code != cliExitUsage || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Errorf("unknown: code %d, stderr %q", code, stderr)
+	}
+	if code, stdout, _ := cliTestRun(t, "help"); code != cliExitOK || !strings.Contains(stdout, "serve") {
+		t.Errorf("help: code %d", code)
+	}
+	if code, _, _ := cliTestRun(t, "serve", "--bogus"); code != cliExitUsage {
+		t.Errorf("bad flag: code %d, want %d", code, cliExitUsage)
+	}
+	if code, _, _ := cliTestRun(t, "plugins"); code != cliExitUsage {
+		t.Errorf("plugins without subcommand: code %d", code)
+	}
+}
+
+func TestCLIQualifyNotYet(t *testing.T) {
+	code, _, stderr := cliTestRun(t, "qualify", "--provider", "fixture", "--model", "m")
+	if code != 2 || !strings.Contains(stderr, "not yet available") {
+		t.Errorf("code %d, stderr %q", code, stderr)
+	}
+}
+
+func TestCLIInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	code, stdout, stderr := cliTestRun(t, "init", dir)
+	if code != 0 {
+		t.Fatalf("init: code %d: %s", code, stderr)
+	}
+	for _, want := range []string{"created " + filepath.Join(dir, "host.toml"), "created " + filepath.Join(dir, "data", "dev.token")} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout %q lacks %q", stdout, want)
+		}
+	}
+	st, err := os.Stat(filepath.Join(dir, "data", "dev.token"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, mode %v", err, st.Mode())
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "data")); st.Mode().Perm() != 0o700 {
+		t.Errorf("data dir mode %v, want 0700", st.Mode().Perm())
+	}
+	tok1, _ := os.ReadFile(filepath.Join(dir, "data", "dev.token"))
+	if len(strings.TrimSpace(string(tok1))) < 32 {
+		t.Errorf("token %q shorter than 32", tok1)
+	}
+	// The starter configuration is valid and its token resolves.
+	code, stdout, _ = cliTestRun(t, "doctor", "--config", filepath.Join(dir, "host.toml"))
+	if !strings.Contains(stdout, "ok    configuration") || !strings.Contains(stdout, "ok    token secrets") {
+		t.Errorf("doctor on the starter config (code %d):\n%s", code, stdout)
+	}
+	// Never overwrites.
+	os.WriteFile(filepath.Join(dir, "host.toml"), []byte("# mine\nversion = 1\n"), 0o644)
+	code, stdout, _ = cliTestRun(t, "init", dir)
+	if code != 0 || !strings.Contains(stdout, "kept") {
+		t.Fatalf("second init: code %d, %q", code, stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "host.toml")); string(b) != "# mine\nversion = 1\n" {
+		t.Error("init overwrote host.toml")
+	}
+	if tok2, _ := os.ReadFile(filepath.Join(dir, "data", "dev.token")); !bytes.Equal(tok1, tok2) {
+		t.Error("init overwrote the token")
+	}
+}
+
+func TestCLIPluginsInspectAndPin(t *testing.T) {
+	dir := t.TempDir()
+	mod, digest := cliTestModule(t, dir, cliTestManifest)
+
+	code, stdout, stderr := cliTestRun(t, "plugins", "inspect", mod)
+	if code != 0 || !strings.Contains(stdout, "sha256  "+digest) || !strings.Contains(stdout, `id = "demo-tools"`) {
+		t.Fatalf("inspect: code %d\n%s%s", code, stdout, stderr)
+	}
+
+	code, stdout, _ = cliTestRun(t, "plugins", "pin", "demo-tools@1.2.3", mod)
+	if code != 0 || !strings.Contains(stdout, `sha256 = "`+digest+`"`) {
+		t.Fatalf("pin (print): code %d\n%s", code, stdout)
+	}
+	if code, _, stderr := cliTestRun(t, "plugins", "pin", "other@1.2.3", mod); code != 1 || !strings.Contains(stderr, "embeds the manifest of demo-tools@1.2.3") {
+		t.Errorf("pin with a wrong id: code %d, %q", code, stderr)
+	}
+
+	cfg := filepath.Join(dir, "host.toml")
+	doc := "# my host\nversion = 1\n\n[[extensions]]\nid = \"demo-tools\"   # reviewed\nversion = \"1.2.3\"\nmodule = \"demo.wasm\"\nsha256 = \"\" # to fill\n"
+	os.WriteFile(cfg, []byte(doc), 0o640)
+	code, _, stderr = cliTestRun(t, "plugins", "pin", "--config", cfg, "demo-tools@1.2.3", mod, "--write")
+	if code != 0 {
+		t.Fatalf("pin --write: code %d: %s", code, stderr)
+	}
+	got, _ := os.ReadFile(cfg)
+	if want := strings.Replace(doc, `sha256 = ""`, `sha256 = "`+digest+`"`, 1); string(got) != want {
+		t.Errorf("host.toml after pin --write:\n%s\nwant\n%s", got, want)
+	}
+	if st, _ := os.Stat(cfg); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode changed to %v", st.Mode().Perm())
+	}
+
+	// --existing skips an extension that is not pinned.
+	other := filepath.Join(dir, "other.toml")
+	os.WriteFile(other, []byte("version = 1\n"), 0o644)
+	code, stdout, _ = cliTestRun(t, "plugins", "pin", "--config", other, "--write", "--existing", "demo-tools@1.2.3", mod)
+	if b, _ := os.ReadFile(other); code != 0 || string(b) != "version = 1\n" || !strings.Contains(stdout, "skipped") {
+		t.Errorf("--existing: code %d, %q, file %q", code, stdout, b)
+	}
+	// Without --existing a new pin is appended.
+	cliTestRun(t, "plugins", "pin", "--config", other, "--write", "demo-tools@1.2.3", mod)
+	if b, _ := os.ReadFile(other); !strings.Contains(string(b), `module = "demo.wasm"`) || !strings.Contains(string(b), digest) {
+		t.Errorf("appended pin:\n%s", b)
+	}
+}
+
+// cliTestConfig writes a host.toml pinning the demo module and a valid
+// token file, and returns the config path, module path and digest.
+func cliTestConfig(t *testing.T) (cfg, mod, digest string) {
+	t.Helper()
+	dir := t.TempDir()
+	mod, digest = cliTestModule(t, dir, cliTestManifest)
+	os.WriteFile(filepath.Join(dir, "dev.token"), []byte(strings.Repeat("t", 40)+"\n"), 0o600)
+	cfg = filepath.Join(dir, "host.toml")
+	doc := "version = 1\n[server]\nlisten = \"127.0.0.1:0\"\n" +
+		"[[extensions]]\nid = \"demo-tools\"\nversion = \"1.2.3\"\nmodule = \"demo.wasm\"\nsha256 = \"" + digest + "\"\n" +
+		"[[tokens]]\nid = \"dev\"\nsubject = \"dev-user\"\nsecret = { file = \"dev.token\" }\n"
+	if err := os.WriteFile(cfg, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, mod, digest
+}
+
+func cliFlipByte(t *testing.T, path string) string {
+	t.Helper()
+	b, _ := os.ReadFile(path)
+	b[len(b)-1] ^= 0x01
+	os.WriteFile(path, b, 0o644)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func TestCLIPluginsList(t *testing.T) {
+	cfg, mod, digest := cliTestConfig(t)
+	code, stdout, stderr := cliTestRun(t, "plugins", "list", "--config", cfg)
+	if code != 0 || !strings.Contains(stdout, "demo-tools") || !strings.Contains(stdout, "yes") || !strings.Contains(stdout, digest[:16]) {
+		t.Fatalf("list: code %d\n%s%s", code, stdout, stderr)
+	}
+	actual := cliFlipByte(t, mod)
+	code, stdout, _ = cliTestRun(t, "plugins", "list", "--config", cfg)
+	if code != 1 || !strings.Contains(stdout, "no: sha256 is "+actual[:16]) {
+		t.Errorf("list after flip: code %d\n%s", code, stdout)
+	}
+}
+
+func TestCLIServeRefusesBadPins(t *testing.T) {
+	cfg, mod, digest := cliTestConfig(t)
+	actual := cliFlipByte(t, mod)
+	for _, args := range [][]string{
+		{"serve", "--config", cfg},
+		{"plugins", "verify", "--config", cfg},
+	} {
+		code, stdout, stderr := cliTestRun(t, args...)
+		if code != 1 {
+			t.Errorf("%v: code %d, want 1", args, code)
+		}
+		for _, want := range []string{"demo-tools@1.2.3", "expected " + digest, "actual " + actual} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%v: stderr %q lacks %q", args, stderr, want)
+			}
+		}
+		if strings.Contains(stdout, "listening on") {
+			t.Errorf("%v: listened despite a bad pin", args)
+		}
+	}
+	os.Remove(mod)
+	if code, _, stderr := cliTestRun(t, "serve", "--config", cfg); code != 1 || !strings.Contains(stderr, "demo-tools@1.2.3: module") {
+		t.Errorf("missing module: code %d, %q", code, stderr)
+	}
+}
+
+func TestCLIServeRefusesBadConfig(t *testing.T) {
+	cfg, _, _ := cliTestConfig(t)
+	dir := filepath.Dir(cfg)
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		args  []string
+		want  []string
+	}{
+		{"unknown key", func() {
+			b, _ := os.ReadFile(cfg)
+			os.WriteFile(cfg, append(b, "\n[limits]\nmax_stepz = 3\n"...), 0o644)
+		}, nil, []string{"unknown key", "limits.max_stepz", "host.toml:"}},
+		{"missing file", func() {}, []string{"--config", filepath.Join(dir, "nope.toml")}, []string{"nope.toml"}},
+		{"non-loopback listen", func() {}, []string{"--listen", "0.0.0.0:0"}, []string{"TLS_REQUIRED"}},
+		{"world-readable token", func() { os.Chmod(filepath.Join(dir, "dev.token"), 0o644) }, nil, []string{filepath.Join(dir, "dev.token"), "readable by group or others"}},
+		{"short token", func() { os.WriteFile(filepath.Join(dir, "dev.token"), []byte("short"), 0o600) }, nil, []string{"need at least 32"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfgOrig, _ := os.ReadFile(cfg)
+			defer os.WriteFile(cfg, cfgOrig, 0o644)
+			defer func() {
+				os.WriteFile(filepath.Join(dir, "dev.token"), []byte(strings.Repeat("t", 40)), 0o600)
+				os.Chmod(filepath.Join(dir, "dev.token"), 0o600)
+			}()
+			tc.setup()
+			args := append([]string{"serve"}, tc.args...)
+			if !strings.Contains(strings.Join(tc.args, " "), "--config") {
+				args = append(args, "--config", cfg)
+			}
+			code, stdout, stderr := cliTestRun(t, args...)
+			if code != 1 || strings.Contains(stdout, "listening") {
+				t.Fatalf("code %d, stdout %q", code, stdout)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q lacks %q", stderr, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCLIRunNeedsToken(t *testing.T) {
+	t.Setenv("ADHOST_TOKEN", "")
+	code, _, stderr := cliTestRun(t, "run", "--config", filepath.Join(t.TempDir(), "none.toml"), "--provider", "p", "--model", "m", "hi")
+	if code != 1 || !strings.Contains(stderr, "no token") {
+		t.Errorf("code %d, %q", code, stderr)
+	}
+	if code, _, _ := cliTestRun(t, "run", "hi"); code != cliExitUsage {
+		t.Errorf("run without provider: code %d", code)
+	}
+}
+
+func TestCLIClientSettings(t *testing.T) {
+	cfg, _, _ := cliTestConfig(t)
+	t.Setenv("ADHOST_TOKEN", "")
+	url, tok, err := cliClientSettings(cfg, "", "")
+	if err != nil || url != "http://127.0.0.1:0" || tok != strings.Repeat("t", 40) {
+		t.Errorf("from config: %q %q %v", url, tok, err)
+	}
+	t.Setenv("ADHOST_TOKEN", "env-token-0123456789012345678901234567")
+	if _, tok, _ := cliClientSettings(cfg, "https://h.example", ""); tok != "env-token-0123456789012345678901234567" {
+		t.Errorf("env token not preferred: %q", tok)
+	}
+	for in, want := range map[string]string{
+		":7433": "127.0.0.1:7433", "0.0.0.0:1": "127.0.0.1:1", "[::]:5": "[::1]:5", "localhost:9": "localhost:9",
+	} {
+		if got := cliDialAddr(in); got != want {
+			t.Errorf("cliDialAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCLIRandomUUID(t *testing.T) {
+	a, b := cliRandomUUID(), cliRandomUUID()
+	if a == b || len(a) != 36 || a[14] != '4' {
+		t.Errorf("uuids %q %q", a, b)
+	}
+}

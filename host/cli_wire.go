@@ -1,0 +1,131 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"adhost/abi"
+	"adhost/host/config"
+	"adhost/runtime"
+	"adhost/runtime/wasm"
+)
+
+// cliBindProvider builds the runtime.ProviderInstance of one [[providers]]
+// entry: capabilities, vendor, authMode and usageSource from the
+// extension's manifest; models, account and name from host.toml; the
+// Provider from the extension with the entry's settings and secrets.
+func cliBindProvider(ctx context.Context, x *wasm.Extension, p config.Provider) (*runtime.ProviderInstance, error) {
+	if x == nil {
+		return nil, fmt.Errorf("extension %s is not loaded", p.Extension)
+	}
+	m := x.Manifest()
+	if m.Kind != abi.KindProvider {
+		return nil, fmt.Errorf("extension %s is a %s extension, not a provider", p.Extension, m.Kind)
+	}
+	settings, err := cliSettingsJSON(p.Settings)
+	if err != nil {
+		return nil, err
+	}
+	prov, err := cliExtensionProvider(x, p.ID, settings, cliSecretFuncs(p.Secrets))
+	if err != nil {
+		return nil, err
+	}
+	caps := make(map[string]bool, len(m.Capabilities))
+	for k, v := range m.Capabilities {
+		caps[k] = v
+	}
+	return &runtime.ProviderInstance{
+		ID:           p.ID,
+		Name:         p.Name,
+		Vendor:       m.Vendor,
+		AuthMode:     m.AuthMode,
+		AccountID:    p.AccountID,
+		Models:       slices.Clone(p.Models),
+		Capabilities: caps,
+		UsageSource:  m.UsageSource,
+		Provider:     prov,
+	}, nil
+}
+
+// cliBindTools returns the host tools of one [[tools]] entry: the
+// extension's definitions of the configured names (each must be offered),
+// with requires_approval applied.
+func cliBindTools(ctx context.Context, x *wasm.Extension, t config.Tools) ([]*runtime.Tool, error) {
+	if x == nil {
+		return nil, fmt.Errorf("extension %s is not loaded", t.Extension)
+	}
+	if k := x.Manifest().Kind; k != abi.KindTool {
+		return nil, fmt.Errorf("extension %s is a %s extension, not a tool extension", t.Extension, k)
+	}
+	set, err := cliExtensionToolSet(x, t.Extension)
+	if err != nil {
+		return nil, err
+	}
+	defs, err := set.Tools(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	var offered []string
+	byName := map[string]abi.ToolDef{}
+	for _, d := range defs {
+		byName[d.Name] = d
+		offered = append(offered, d.Name)
+	}
+	var out []*runtime.Tool
+	var errs []error
+	for _, n := range t.Names {
+		d, ok := byName[n]
+		if !ok {
+			errs = append(errs, fmt.Errorf("extension %s does not offer tool %q (offers %q)", t.Extension, n, offered))
+			continue
+		}
+		out = append(out, &runtime.Tool{Def: d, RequiresApproval: slices.Contains(t.RequiresApproval, n), Set: set})
+	}
+	return out, errors.Join(errs...)
+}
+
+func cliSettingsJSON(s map[string]any) (json.RawMessage, error) {
+	if len(s) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("settings: %w", err)
+	}
+	return b, nil
+}
+
+// cliSecretFuncs turns secret references into lazy resolvers: the value is
+// read when the extension needs it, so a rotated file is picked up, and it
+// never sits in a long-lived structure.
+func cliSecretFuncs(refs map[string]config.SecretRef) map[string]func() (string, error) {
+	out := make(map[string]func() (string, error), len(refs))
+	for name, ref := range refs {
+		out[name] = ref.Resolve
+	}
+	return out
+}
+
+// cliExtensionProvider and cliExtensionToolSet bind an extension to one
+// [[providers]] / [[tools]] entry through runtime/wasm.
+func cliExtensionProvider(x *wasm.Extension, id string, settings json.RawMessage, secrets map[string]func() (string, error)) (runtime.Provider, error) {
+	return x.Provider(wasm.InstanceConfig{ID: id, Settings: settings, Secrets: cliCtxSecrets(secrets)})
+}
+
+func cliExtensionToolSet(x *wasm.Extension, id string) (runtime.ToolSet, error) {
+	return x.ToolSet(wasm.InstanceConfig{ID: id})
+}
+
+func cliCtxSecrets(m map[string]func() (string, error)) map[string]func(context.Context) (string, error) {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]func(context.Context) (string, error), len(m))
+	for k, f := range m {
+		out[k] = func(context.Context) (string, error) { return f() }
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+package config
+
+// File is a decoded host.toml (host-config.md §2) with defaults applied and
+// relative paths resolved against the file's directory.
+type File struct {
+	Version    int         `toml:"version"`
+	Server     Server      `toml:"server"`
+	Store      Store       `toml:"store"`
+	Limits     Limits      `toml:"limits"`
+	Usage      Usage       `toml:"usage"`
+	Extensions []Extension `toml:"extensions"`
+	Providers  []Provider  `toml:"providers"`
+	Tools      []Tools     `toml:"tools"`
+	Tokens     []Token     `toml:"tokens"`
+
+	// Path is the file the configuration was loaded from (absolute), and
+	// Dir its directory; both empty for Parse without a path.
+	Path string `toml:"-"`
+	Dir  string `toml:"-"`
+
+	pos positions
+}
+
+// Server is [server].
+type Server struct {
+	// Listen is host:port. Default 127.0.0.1:7433. A non-loopback address
+	// requires TLSCert and TLSKey (wire-core §1.4, TLS_REQUIRED).
+	Listen  string `toml:"listen"`
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// AllowedOrigins are exact browser origins (scheme://host[:port]);
+	// empty denies every request carrying an Origin header.
+	AllowedOrigins []string `toml:"allowed_origins"`
+}
+
+// Store is [store].
+type Store struct {
+	// Path is the Badger directory. Default "data" beside host.toml.
+	Path string `toml:"path"`
+}
+
+// Limits is [limits]: host limits that may only lower the protocol maxima
+// (wire-core §8.1).
+type Limits struct {
+	MaxSteps                    int   `toml:"max_steps"`                       // 1..64, default 64
+	MaxOutputTokens             int   `toml:"max_output_tokens"`               // 1..65536, default 65536
+	MaxConcurrentRuns           int   `toml:"max_concurrent_runs"`             // 1..32, default 32
+	MaxConcurrentRunsPerSubject int   `toml:"max_concurrent_runs_per_subject"` // 1..max_concurrent_runs, default 4
+	IdleTimeoutMs               int64 `toml:"idle_timeout_ms"`                 // 0..2147483647, 0 = none
+}
+
+// Usage is [usage].
+type Usage struct {
+	// HostID identifies this host in usage records. Empty: the host uses a
+	// random UUID per process (wire-core §14.3).
+	HostID string `toml:"host_id"`
+	// JSONL is the append-only usage record file. Empty: no JSONL sink.
+	JSONL string `toml:"jsonl"`
+}
+
+// Extension is one [[extensions]] pin.
+type Extension struct {
+	ID      string `toml:"id"`
+	Version string `toml:"version"`
+	// Module is the .wasm path (resolved against host.toml's directory).
+	Module string `toml:"module"`
+	// SHA256 is the lowercase hex digest of the whole module file, which
+	// includes the embedded manifest.
+	SHA256 string `toml:"sha256"`
+}
+
+// Ref is the "id@version" reference providers and tools use.
+func (e Extension) Ref() string { return e.ID + "@" + e.Version }
+
+// Provider is one [[providers]] instance.
+type Provider struct {
+	ID        string `toml:"id"`        // the wire `provider` value
+	Extension string `toml:"extension"` // "id@version" of a pinned extension
+	AccountID string `toml:"account_id"`
+	Name      string `toml:"name"`
+	// Models is the explicit model allowlist (required, may not be empty).
+	Models []string `toml:"models"`
+	// Settings are validated against the manifest's settings schema when
+	// the extension is loaded.
+	Settings map[string]any `toml:"settings"`
+	// Secrets fill the manifest's credential slots by name.
+	Secrets map[string]SecretRef `toml:"secrets"`
+}
+
+// Tools is one [[tools]] entry: host tools served by a tool extension.
+type Tools struct {
+	Extension string   `toml:"extension"`
+	Names     []string `toml:"names"`
+	// RequiresApproval ⊆ Names: these fail closed with APPROVAL_REQUIRED
+	// unless an approval decision exists.
+	RequiresApproval []string `toml:"requires_approval"`
+}
+
+// Token is one [[tokens]] entry.
+type Token struct {
+	ID        string    `toml:"id"`
+	Subject   string    `toml:"subject"`
+	Secret    SecretRef `toml:"secret"`
+	Providers []string  `toml:"providers"`
+	Tools     []string  `toml:"tools"`
+	Grants    Grants    `toml:"grants"`
+}
+
+// Grants is [tokens.grants]: the extension grants of wire-core §11.2.
+//
+// They are decoded and checked for shape so a host.toml written for a later
+// release is not silently misread, but the features they grant (sessions,
+// jobs, approvals, application tools, retrieval) are not implemented yet:
+// the host ignores them and `serve` logs a warning when any is set.
+type Grants struct {
+	Sessions         []string          `toml:"sessions"`
+	Jobs             []string          `toml:"jobs"`
+	ApproveTools     []string          `toml:"approve_tools"`
+	ApplicationTools []ApplicationTool `toml:"application_tools"`
+	Retrieval        *RetrievalGrant   `toml:"retrieval"`
+}
+
+// Empty reports whether no grant is set.
+func (g Grants) Empty() bool {
+	return len(g.Sessions) == 0 && len(g.Jobs) == 0 && len(g.ApproveTools) == 0 &&
+		len(g.ApplicationTools) == 0 && g.Retrieval == nil
+}
+
+// ApplicationTool is one application_tools grant.
+type ApplicationTool struct {
+	Name             string `toml:"name"`
+	RequiresApproval *bool  `toml:"requires_approval"`
+}
+
+// RetrievalGrant maps retrieval operations to corpus ids.
+type RetrievalGrant struct {
+	Search []string `toml:"search"`
+	Index  []string `toml:"index"`
+	Delete []string `toml:"delete"`
+}
+
+// SecretRef points at a secret: exactly one of Env or File.
+type SecretRef struct {
+	Env  string `toml:"env"`
+	File string `toml:"file"` // resolved against host.toml's directory
+}
+
+// Defaults (host-config.md §2, wire-core §8.1).
+const (
+	DefaultListen           = "127.0.0.1:7433"
+	DefaultStorePath        = "data"
+	MaxSteps                = 64
+	MaxOutputTokens         = 65536
+	MaxConcurrentRuns       = 32
+	DefaultPerSubject       = 4
+	MaxIdleTimeoutMs  int64 = 2147483647
+)
+
+func defaults() File {
+	return File{
+		Server: Server{Listen: DefaultListen},
+		Store:  Store{Path: DefaultStorePath},
+		Limits: Limits{
+			MaxSteps:                    MaxSteps,
+			MaxOutputTokens:             MaxOutputTokens,
+			MaxConcurrentRuns:           MaxConcurrentRuns,
+			MaxConcurrentRunsPerSubject: DefaultPerSubject,
+		},
+	}
+}
+
+// ExtensionByRef returns the pin named "id@version", or nil.
+func (f *File) ExtensionByRef(ref string) *Extension {
+	for i := range f.Extensions {
+		if f.Extensions[i].Ref() == ref {
+			return &f.Extensions[i]
+		}
+	}
+	return nil
+}
+
+// ExtensionByID returns the pin with that id, or nil.
+func (f *File) ExtensionByID(id string) *Extension {
+	for i := range f.Extensions {
+		if f.Extensions[i].ID == id {
+			return &f.Extensions[i]
+		}
+	}
+	return nil
+}
+
+// Line returns the line of host.toml where path ("providers[0].models") is
+// defined, or 0 when unknown.
+func (f *File) Line(path string) int { return f.pos.line(path) }

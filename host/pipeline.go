@@ -1,0 +1,281 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"adhost/runtime"
+	"adhost/runtime/protocol"
+)
+
+// MaxBodyBytes bounds a request body (wire-core §1.6).
+const MaxBodyBytes = 1_000_000
+
+// Routes, matched against the raw request target exactly (wire-core §1.1).
+const (
+	pathHealth           = "/health"
+	pathProtocol         = "/v1/protocol"
+	pathProviders        = "/v1/providers"
+	pathProvidersRefresh = "/v1/providers?refresh=true"
+	pathRuns             = "/v1/runs"
+)
+
+// Header values shared by every response. Assigned as fresh one-element
+// slices' backing arrays are never appended to in place (cap == len).
+var (
+	valVersion      = []string{protocol.Version}
+	valNoStore      = []string{"no-store"}
+	valNosniff      = []string{"nosniff"}
+	valHSTS         = []string{"max-age=31536000"}
+	valJSON         = []string{"application/json; charset=utf-8"}
+	valEventStream  = []string{"text/event-stream; charset=utf-8"}
+	valNo           = []string{"no"}
+	valExpose       = []string{"AgenticDriver-Version"}
+	valAllowMethods = []string{"GET, POST, OPTIONS"}
+	valAllowHeaders = []string{"Authorization, Content-Type, Accept, AgenticDriver-Version, AgenticDriver-Accept-Optional-Events"}
+)
+
+var healthBody = []byte(`{"status":"ok","protocol":"` + protocol.HealthProto + `"}`)
+
+// ServeHTTP is the request pipeline of wire-core §1.2, step by step; the
+// first failing step answers and stops.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// 1. Headers present on every response.
+	h := w.Header()
+	h["Agenticdriver-Version"] = valVersion
+	h["Cache-Control"] = valNoStore
+	h["X-Content-Type-Options"] = valNosniff
+	if s.tls.Load() {
+		h["Strict-Transport-Security"] = valHSTS
+	}
+
+	// 2. Host state.
+	switch s.state.Load() {
+	case stateStarting:
+		s.writeError(w, r, protocol.New(protocol.CodeHostStarting))
+		return
+	case stateShuttingDown:
+		s.writeError(w, r, protocol.New(protocol.CodeHostShuttingDown))
+		return
+	}
+
+	// 3. Origin and CORS, on every path.
+	if origins, ok := r.Header["Origin"]; ok {
+		if len(origins) != 1 || !s.origins[origins[0]] {
+			s.writeError(w, r, protocol.New(protocol.CodeOriginDenied))
+			return
+		}
+		h["Access-Control-Allow-Origin"] = []string{origins[0]}
+		h.Add("Vary", "Origin")
+		h["Access-Control-Expose-Headers"] = valExpose
+		if r.Method == http.MethodOptions {
+			h["Access-Control-Allow-Methods"] = valAllowMethods
+			h["Access-Control-Allow-Headers"] = valAllowHeaders
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+
+	// 4. Liveness, without authentication.
+	target := r.RequestURI
+	if r.Method == http.MethodGet && target == pathHealth {
+		s.writeJSON(w, http.StatusOK, healthBody)
+		return
+	}
+
+	// 5. Bearer authentication.
+	p := s.authenticate(r)
+	if p == nil {
+		s.writeError(w, r, protocol.New(protocol.CodeUnauthorized))
+		return
+	}
+
+	// 6. Version negotiation: absent, or exactly one line "1.0".
+	if v, ok := r.Header["Agenticdriver-Version"]; ok && (len(v) != 1 || v[0] != protocol.Version) {
+		s.writeError(w, r, protocol.New(protocol.CodeUnsupportedProtocolVersion))
+		return
+	}
+
+	// 7–8. Routing on the exact raw target.
+	switch {
+	case r.Method == http.MethodGet && target == pathProtocol:
+		s.serveProtocol(w)
+	case r.Method == http.MethodGet && target == pathProviders:
+		s.serveProviders(w, r, p, false)
+	case r.Method == http.MethodGet && target == pathProvidersRefresh:
+		s.serveProviders(w, r, p, true)
+	case r.Method == http.MethodPost && target == pathRuns:
+		s.serveRun(w, r, p)
+	default:
+		// Extension endpoints (jobs, sessions, approvals, …) are unknown
+		// until their features are implemented and advertised.
+		s.writeError(w, r, protocol.New(protocol.CodeNotFound))
+	}
+}
+
+type protocolDoc struct {
+	Protocol          string   `json:"protocol"`
+	Version           string   `json:"version"`
+	SupportedVersions []string `json:"supportedVersions"`
+	Features          []string `json:"features"`
+}
+
+func (s *Server) serveProtocol(w http.ResponseWriter) {
+	features := s.engine.Features()
+	if features == nil {
+		features = []string{}
+	}
+	b, _ := json.Marshal(protocolDoc{
+		Protocol:          protocol.Name,
+		Version:           protocol.Version,
+		SupportedVersions: []string{protocol.Version},
+		Features:          features,
+	})
+	s.writeJSON(w, http.StatusOK, b)
+}
+
+// serveRun is POST /v1/runs from step 9 on.
+func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
+	// 9. Content-Type.
+	if ct := r.Header["Content-Type"]; len(ct) != 1 || !isJSONContentType(ct[0]) {
+		s.writeError(w, r, protocol.New(protocol.CodeInvalidRequest))
+		return
+	}
+	// 10. Content-Encoding: absent or exactly identity.
+	if ce, ok := r.Header["Content-Encoding"]; ok && (len(ce) != 1 || ce[0] != "identity") {
+		s.writeError(w, r, protocol.New(protocol.CodeInvalidRequest))
+		return
+	}
+	// 11. Body bound, before reading when the length is declared.
+	if r.ContentLength > MaxBodyBytes {
+		s.writeError(w, r, protocol.New(protocol.CodeBodyTooLarge))
+		return
+	}
+	body, tooLarge, err := readBody(r)
+	if tooLarge {
+		s.writeError(w, r, protocol.New(protocol.CodeBodyTooLarge))
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, protocol.Wrap(protocol.CodeInvalidRequest, err))
+		return
+	}
+	// The request is in: lift the 30 s read bound so it cannot cut off a
+	// run that outlives it (the server's background read watches for the
+	// client going away).
+	_ = http.NewResponseController(w).SetReadDeadline(noDeadline)
+	if !utf8.Valid(body) {
+		s.writeError(w, r, protocol.New(protocol.CodeInvalidRequest))
+		return
+	}
+
+	// 13. Strict decoding; the engine does the semantic checks.
+	req, err := protocol.DecodeRunRequest(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	mode := runtime.ModeJSON
+	if acceptsEventStream(r.Header["Accept"]) {
+		mode = runtime.ModeStream
+	}
+	// Counted from here so Shutdown waits for this handler to deliver the
+	// run's terminal event.
+	s.streams.add()
+	defer s.streams.done()
+	// 13–16. Validation, shutdown re-check, authorization, admission.
+	run, err := s.engine.Start(r.Context(), p, req, mode)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// 17. Execute.
+	if mode == runtime.ModeStream {
+		s.stream(w, r, run)
+		return
+	}
+	s.waitJSON(w, r, run)
+}
+
+// waitJSON answers a JSON-mode run. A client that disconnects before the
+// answer cancels the run (wire-core §1.7, §13).
+func (s *Server) waitJSON(w http.ResponseWriter, r *http.Request, run *runtime.Run) {
+	res, err := run.Wait(r.Context())
+	if r.Context().Err() != nil {
+		run.Cancel(errClientGone)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+// readBody reads at most MaxBodyBytes; tooLarge reports more.
+func readBody(r *http.Request) (body []byte, tooLarge bool, err error) {
+	size := 512
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength) + 1
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if n > MaxBodyBytes {
+		return nil, true, nil
+	}
+	return buf.Bytes(), false, err
+}
+
+// isJSONContentType matches application/json case-insensitively, optionally
+// followed by whitespace and ";" parameters (wire-core §1.2 step 9).
+func isJSONContentType(v string) bool {
+	const mt = "application/json"
+	if len(v) < len(mt) || !strings.EqualFold(v[:len(mt)], mt) {
+		return false
+	}
+	rest := strings.TrimLeft(v[len(mt):], " \t")
+	return rest == "" || rest[0] == ';'
+}
+
+// acceptsEventStream: SSE when any Accept value contains text/event-stream
+// (wire-core §1.7).
+func acceptsEventStream(vals []string) bool {
+	for _, v := range vals {
+		if strings.Contains(v, "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header()["Content-Type"] = valJSON
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeError sends the error body of wire-core §7.1 with the status of the
+// code. Anything that is not a *protocol.Error is INTERNAL_ERROR with the
+// fixed message; its cause goes to the log, never to the client. The cause
+// of a *protocol.Error is not logged here: it may come from a provider (an
+// upstream body) and the engine has already logged the failure safely.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		pe = protocol.New(protocol.CodeInternalError)
+	}
+	s.writeJSON(w, protocol.HTTPStatus(pe.Code), protocol.ErrorBody(pe))
+}

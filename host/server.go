@@ -1,0 +1,249 @@
+package host
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"adhost/runtime"
+)
+
+// Ingress timers (wire-core §1.4). They bound receiving a request, never
+// the response.
+const (
+	readHeaderTimeout = 10 * time.Second
+	requestTimeout    = 30 * time.Second
+	idleTimeout       = 5 * time.Second
+
+	// DefaultHeartbeat is the SSE keep-alive interval (wire-core §5.6).
+	DefaultHeartbeat = 15 * time.Second
+	// DefaultShutdownTimeout bounds the graceful shutdown Serve performs
+	// when its context ends.
+	DefaultShutdownTimeout = 30 * time.Second
+	// stuckWriteGrace is how long a stream may stay blocked writing to a
+	// client that stopped reading once its run has ended.
+	stuckWriteGrace = 30 * time.Second
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Engine runs the runs and reports the protocol features. Required.
+	Engine *runtime.Engine
+	// Discovery supplies provider health and model catalogs for
+	// GET /v1/providers. Nil: every entry reports the fallback of
+	// wire-core §6.1 (health "unsupported"/DISCOVERY_UNSUPPORTED, the
+	// allowlist as a "configured" catalog or an "unavailable" one).
+	Discovery Discovery
+	// Tokens is the static bearer token registry.
+	Tokens []Token
+	// AllowedOrigins are the exact browser origins allowed (no wildcards,
+	// no normalisation). Empty: every request with an Origin is denied.
+	AllowedOrigins []string
+	// TLS adds Strict-Transport-Security to every response. Serve sets it
+	// by itself when given a TLS configuration.
+	TLS bool
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// HeartbeatInterval overrides DefaultHeartbeat (tests).
+	HeartbeatInterval time.Duration
+}
+
+// Host states (wire-core §1.2 step 2).
+const (
+	stateStarting int32 = iota + 1
+	stateReady
+	stateShuttingDown
+)
+
+// Server is the HTTP transport. Create it with NewServer; it answers
+// HOST_STARTING until SetReady.
+type Server struct {
+	engine    *runtime.Engine
+	discovery Discovery
+	tokens    []tokenEntry
+	origins   map[string]bool
+	log       *slog.Logger
+	heartbeat time.Duration
+
+	state atomic.Int32
+	tls   atomic.Bool
+
+	// streams counts run handlers still writing, so Shutdown lets them
+	// deliver their terminal event before the listener closes.
+	streams activity
+
+	mu  sync.Mutex
+	srv *http.Server
+}
+
+// NewServer returns a server in the starting state.
+func NewServer(opts ServerOptions) *Server {
+	s := &Server{
+		engine:    opts.Engine,
+		discovery: opts.Discovery,
+		tokens:    newTokenEntries(opts.Tokens),
+		origins:   make(map[string]bool, len(opts.AllowedOrigins)),
+		log:       opts.Logger,
+		heartbeat: opts.HeartbeatInterval,
+	}
+	for _, o := range opts.AllowedOrigins {
+		s.origins[o] = true
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.heartbeat <= 0 {
+		s.heartbeat = DefaultHeartbeat
+	}
+	s.tls.Store(opts.TLS)
+	s.state.Store(stateStarting)
+	return s
+}
+
+// Handler returns the request pipeline.
+func (s *Server) Handler() http.Handler { return s }
+
+// SetReady ends the starting state: requests are served.
+func (s *Server) SetReady() { s.state.CompareAndSwap(stateStarting, stateReady) }
+
+// BeginShutdown makes every new request fail with HOST_SHUTTING_DOWN.
+// Running runs are not touched; Shutdown ends them.
+func (s *Server) BeginShutdown() { s.state.Store(stateShuttingDown) }
+
+// Serve serves HTTP (tlsConfig nil) or HTTPS on ln until Shutdown is called
+// or ctx ends; in the latter case it shuts down gracefully within
+// DefaultShutdownTimeout. It returns nil after a graceful shutdown.
+//
+// The http.Server bounds request headers to 10 s, the whole request to
+// 30 s and keep-alive idleness to 5 s; run handlers lift the read deadline
+// once the body is read so that neither a long JSON run nor a stream is cut
+// off, and no write timeout is set.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config) error {
+	srv := s.newHTTPServer()
+	if tlsConfig != nil {
+		srv.TLSConfig = tlsConfig.Clone()
+		if srv.TLSConfig.MinVersion < tls.VersionTLS12 {
+			srv.TLSConfig.MinVersion = tls.VersionTLS12
+		}
+		s.tls.Store(true)
+	}
+	s.mu.Lock()
+	if s.srv != nil {
+		s.mu.Unlock()
+		return errors.New("host: Serve called twice")
+	}
+	s.srv = srv
+	s.mu.Unlock()
+
+	errc := make(chan error, 1)
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultShutdownTimeout)
+		defer cancel()
+		err := s.Shutdown(sctx)
+		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+		return err
+	}
+}
+
+// newHTTPServer is the http.Server configuration Serve uses.
+func (s *Server) newHTTPServer() *http.Server {
+	return &http.Server{
+		Handler:                      s,
+		ReadHeaderTimeout:            readHeaderTimeout,
+		ReadTimeout:                  requestTimeout,
+		IdleTimeout:                  idleTimeout,
+		DisableGeneralOptionsHandler: true, // "OPTIONS *" goes through the pipeline too
+		ErrorLog:                     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Shutdown stops the host in the order the spec needs: new requests get
+// HOST_SHUTTING_DOWN; the engine cancels every running run, each of which
+// still commits its terminal event; the stream handlers write those events
+// and return; only then are the listeners closed and idle connections
+// dropped. ctx bounds the whole sequence.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.BeginShutdown()
+	var errs []error
+	if s.engine != nil {
+		if err := s.engine.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.streams.wait(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// activity counts in-flight operations and lets a caller wait for zero.
+// Unlike sync.WaitGroup it allows new operations to start while someone
+// waits (a request that passed the state check just before shutdown).
+type activity struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil while n == 0
+}
+
+func (a *activity) add() {
+	a.mu.Lock()
+	if a.n == 0 {
+		a.idle = make(chan struct{})
+	}
+	a.n++
+	a.mu.Unlock()
+}
+
+func (a *activity) done() {
+	a.mu.Lock()
+	a.n--
+	if a.n == 0 {
+		close(a.idle)
+		a.idle = nil
+	}
+	a.mu.Unlock()
+}
+
+func (a *activity) wait(ctx context.Context) error {
+	a.mu.Lock()
+	idle := a.idle
+	a.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"adhost/abi"
+	"adhost/internal/testenv"
+	"adhost/internal/vendorsim"
+	"adhost/runtime"
+	"adhost/runtime/protocol"
+	"adhost/runtime/wasm"
+)
+
+// wasmSink records what the wasm runtime streamed.
+type wasmSink struct {
+	mu       sync.Mutex
+	text     strings.Builder
+	progress int
+	onProg   func()
+}
+
+func (s *wasmSink) Text(d string)   { s.mu.Lock(); s.text.WriteString(d); s.mu.Unlock() }
+func (s *wasmSink) Usage(abi.Usage) {}
+func (s *wasmSink) Progress() {
+	s.mu.Lock()
+	s.progress++
+	f := s.onProg
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+var _ runtime.TurnSink = (*wasmSink)(nil)
+
+// loadWasm builds plugins/gemini for wasip1 (once per test binary) with
+// its manifest embedded, loads it with its pin, and binds a provider
+// instance to endpoint with the test key as its api_key secret.
+func loadWasm(t *testing.T, endpoint string) runtime.Provider {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the wasm module; skipped with -short")
+	}
+	path := testenv.BuildPlugin(t, "plugins/gemini")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	x, err := wasm.Load(t.Context(), wasm.Pin{ID: "gemini", Version: version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close(context.Background()) })
+	settings, _ := json.Marshal(map[string]string{"endpoint": endpoint})
+	p, err := x.Provider(wasm.InstanceConfig{
+		ID:       "gemini-test",
+		Settings: settings,
+		Secrets: map[string]func(context.Context) (string, error){
+			"api_key": func(context.Context) (string, error) { return testKey, nil },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestWasm runs the real wasm build through runtime/wasm against the
+// simulator: the host injects x-goog-api-key, the guest streams text, makes
+// a tool call and carries its thought signature back, honours cancellation,
+// and keeps the vendor's error body private.
+func TestWasm(t *testing.T) {
+	s := vendorsim.MustNew(t, "gemini", vendorsim.Options{APIKey: testKey})
+	p := loadWasm(t, s.Endpoint())
+
+	t.Run("text", func(t *testing.T) {
+		sink := &wasmSink{}
+		out, err := p.Complete(t.Context(), input(vendorsim.ScenarioText), sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Text != "Hello fixture" || sink.text.String() != out.Text || out.Usage != nil {
+			t.Errorf("output %+v, streamed %q", out, sink.text.String())
+		}
+		reqs := s.Requests()
+		r := reqs[len(reqs)-1]
+		if r.Credential != vendorsim.CredentialOK || r.Header.Get("x-goog-api-key") != "REDACTED" || strings.Contains(r.RawQuery, "key=") {
+			t.Errorf("credential %s, query %q", r.Credential, r.RawQuery)
+		}
+	})
+
+	t.Run("tools", func(t *testing.T) {
+		in := input(vendorsim.ScenarioTools)
+		in.Tools = []abi.ToolDef{lookupTool}
+		sink := &wasmSink{}
+		out, err := p.Complete(t.Context(), in, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.ToolCalls) != 1 || string(out.ToolCalls[0].Arguments) != `{"value":7}` || sink.progress == 0 {
+			t.Fatalf("turn 1 %+v, progress %d", out, sink.progress)
+		}
+		call := out.ToolCalls[0]
+		in.Messages = append(in.Messages,
+			abi.Message{Role: abi.RoleAssistant, ToolCalls: []abi.ToolCall{call}},
+			abi.Message{Role: abi.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: `{"receipt":7}`})
+		in.Step, in.Native = 2, out.Native
+		out, err = p.Complete(t.Context(), in, &wasmSink{})
+		if err != nil || out.Text != "tool receipt: 7" {
+			t.Fatalf("turn 2 %+v, %v", out, err)
+		}
+	})
+
+	t.Run("usage", func(t *testing.T) {
+		out, err := p.Complete(t.Context(), input(vendorsim.FaultPrefix+string(vendorsim.FaultUsage)), &wasmSink{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := out.Usage; u == nil || *u.InputTokens != 100 || *u.CachedInputTokens != 64 || *u.OutputTokens != 40 || *u.ReasoningTokens != 16 {
+			t.Errorf("usage %+v", out.Usage)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		before := s.Cancellations()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		sink := &wasmSink{onProg: cancel}
+		in := input(vendorsim.ScenarioCancel)
+		in.Tools = []abi.ToolDef{lookupTool}
+		_, err := p.Complete(ctx, in, sink)
+		if protocol.CodeOf(err) != protocol.CodeCancelled {
+			t.Fatalf("err = %v, want CANCELLED", err)
+		}
+		if err := s.WaitCancelled(t.Context(), before+1); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("inspect", func(t *testing.T) {
+		out, err := p.Inspect(t.Context())
+		if err != nil || out.Code != "CATALOG_AVAILABLE" || !out.Complete || len(out.Models) != len(vendorsim.DefaultModels) {
+			t.Fatalf("inspect %+v, %v", out, err)
+		}
+	})
+
+	for _, tc := range []struct {
+		in   string
+		code protocol.Code
+	}{
+		{vendorsim.ScenarioPrivateError, protocol.CodeProviderError},
+		{vendorsim.FaultPrefix + string(vendorsim.FaultRateLimit), protocol.CodeRateLimited},
+		{vendorsim.FaultPrefix + string(vendorsim.FaultTruncated), protocol.CodeIncompleteStream},
+		{vendorsim.FaultPrefix + string(vendorsim.FaultStreamError), protocol.CodeProviderFailed},
+		{vendorsim.FaultPrefix + string(vendorsim.FaultRefusal), protocol.CodeProviderRefusal},
+		{vendorsim.FaultPrefix + string(vendorsim.FaultUnauthorized), protocol.CodeProviderAuth},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			_, err := p.Complete(t.Context(), input(tc.in), &wasmSink{})
+			pe := protocol.AsPublic(err)
+			if pe.Code != tc.code || strings.Contains(pe.Message, vendorsim.SecretMarker) || strings.Contains(err.Error(), vendorsim.SecretMarker) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}

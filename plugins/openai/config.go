@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// DefaultEndpoint is the base URL used when settings.endpoint is absent.
+const DefaultEndpoint = "https://api.openai.com/v1/"
+
+// Values of settings.maxTokensField.
+const (
+	maxCompletionTokens = "max_completion_tokens"
+	maxTokens           = "max_tokens"
+)
+
+// settings are the instance settings (manifests/openai.toml holds the same
+// rules as a JSON Schema; the host validates against it before the plugin
+// runs, and the plugin checks again because it must never trust a path it
+// cannot see).
+type settings struct {
+	// Endpoint is the API base URL, ending in "/" ("…/v1/"). HTTPS, or HTTP
+	// to a loopback host only.
+	Endpoint string `json:"endpoint"`
+	// MaxTokensField names the output bound: max_completion_tokens (OpenAI's
+	// current name, the default) or the legacy max_tokens that many
+	// OpenAI-compatible servers still want.
+	MaxTokensField string `json:"maxTokensField"`
+	// StructuredOutput sends response_format json_schema when the run has
+	// an outputSchema (default true). Turn it off for servers that reject it;
+	// the host still validates the final text.
+	StructuredOutput *bool `json:"structuredOutput"`
+	// IncludeUsage asks for the usage chunk with stream_options (default
+	// true). Some compatible servers reject stream_options.
+	IncludeUsage *bool `json:"includeUsage"`
+}
+
+// config is validated settings with defaults filled in.
+type config struct {
+	endpoint         string
+	maxTokensField   string
+	structuredOutput bool
+	includeUsage     bool
+}
+
+// parseSettings decodes and validates settings strictly.
+func parseSettings(raw []byte) (*config, error) {
+	var s settings
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("settings: %w", err)
+		}
+	}
+	c := &config{
+		endpoint:         DefaultEndpoint,
+		maxTokensField:   maxCompletionTokens,
+		structuredOutput: s.StructuredOutput == nil || *s.StructuredOutput,
+		includeUsage:     s.IncludeUsage == nil || *s.IncludeUsage,
+	}
+	if s.Endpoint != "" {
+		ep, err := checkEndpoint(s.Endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("settings.endpoint: %w", err)
+		}
+		c.endpoint = ep
+	}
+	switch s.MaxTokensField {
+	case "", maxCompletionTokens:
+	case maxTokens:
+		c.maxTokensField = maxTokens
+	default:
+		return nil, fmt.Errorf("settings.maxTokensField: must be %q or %q", maxCompletionTokens, maxTokens)
+	}
+	return c, nil
+}
+
+// checkEndpoint enforces wire-extensions §10.2: HTTPS (loopback HTTP
+// allowed), no credentials, query or fragment. It returns the URL with a
+// trailing slash so paths are appended, never resolved.
+func checkEndpoint(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", errors.New("not a URL")
+	}
+	switch {
+	case u.Scheme != "https" && u.Scheme != "http":
+		return "", errors.New("scheme must be https (or http for a loopback host)")
+	case u.Host == "" || u.Opaque != "":
+		return "", errors.New("must be an absolute URL with a host")
+	case u.User != nil:
+		return "", errors.New("must not carry credentials")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(s, "?#"):
+		return "", errors.New("must not carry a query or fragment")
+	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+		return "", errors.New("http is allowed for loopback hosts only")
+	}
+	out := u.Scheme + "://" + u.Host + u.EscapedPath()
+	if !strings.HasSuffix(out, "/") {
+		out += "/"
+	}
+	return out, nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

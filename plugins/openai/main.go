@@ -1,0 +1,364 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"adhost/abi"
+	sdk "adhost/sdk-plugin"
+)
+
+// Plugin identity; must equal manifests/openai.toml.
+const (
+	pluginID      = "openai"
+	pluginVersion = "1.0.0"
+)
+
+func main() {}
+
+func init() {
+	sdk.SetInfo(pluginID, pluginVersion)
+	sdk.RegisterProvider(provider{})
+}
+
+// provider is the Chat Completions adapter.
+type provider struct{}
+
+var (
+	_ sdk.Provider  = provider{}
+	_ sdk.Inspector = provider{}
+)
+
+// settingsError is returned for settings the host should never have let
+// through (it validates them against the manifest's schema first).
+func settingsError(err error) error {
+	return &sdk.Error{Code: sdk.CodeInternalError, Message: err.Error()}
+}
+
+// Complete runs one model turn: POST {endpoint}chat/completions with
+// stream: true, then follows the SSE stream until [DONE]. The host injects
+// the Authorization header (manifests/openai.toml [[credentials]]); the
+// adapter never sees the key.
+func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutput, error) {
+	cfg, err := parseSettings(c.Config())
+	if err != nil {
+		return nil, settingsError(err)
+	}
+	body, err := buildRequest(cfg, in)
+	if err != nil {
+		return nil, &sdk.Error{Code: sdk.CodeInternalError, Message: "build request: " + err.Error()}
+	}
+	resp, err := c.HTTP(&abi.HTTPRequest{
+		Method: "POST",
+		URL:    cfg.endpoint + "chat/completions",
+		Headers: map[string]string{
+			"content-type": "application/json",
+			"accept":       "text/event-stream",
+		},
+		Stream: true,
+	}, body)
+	if err != nil {
+		return nil, transportError(err, false)
+	}
+	// Closing aborts the upstream request when the turn stops early
+	// (cancellation, a malformed chunk, a refusal).
+	defer resp.Close()
+	if resp.Status < 200 || resp.Status > 299 {
+		return nil, statusError(resp)
+	}
+	if ct := resp.Header["content-type"]; strings.HasPrefix(ct, "application/json") {
+		// A compatible server that ignores stream: true answers with one
+		// chat.completion object.
+		return completeJSON(c, resp)
+	}
+	st := &turnStream{out: c}
+	for !st.done {
+		name, data, err := resp.NextEvent()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, transportError(err, true)
+		}
+		if err := st.handle(name, data); err != nil {
+			return nil, err
+		}
+	}
+	return st.result()
+}
+
+// transportError maps a host refusal or failure of an HTTP request.
+// midStream reports that the response had started: a network failure then
+// cut the stream short.
+func transportError(err error, midStream bool) error {
+	if errors.Is(err, sdk.ErrCancelled) {
+		return sdk.ErrCancelled
+	}
+	var he *sdk.HTTPError
+	if errors.As(err, &he) {
+		switch he.Errno {
+		case abi.ErrLimit:
+			return &sdk.Error{Code: sdk.CodeResponseTooLarge, Message: "upstream stream exceeds the host's bound"}
+		case abi.ErrNetwork:
+			if midStream {
+				return &sdk.Error{Code: sdk.CodeIncompleteStream, Message: "upstream connection failed mid-stream"}
+			}
+			return &sdk.Error{Code: sdk.CodeProviderUnreachable, Message: "network error", Retryable: true}
+		case abi.ErrDenied, abi.ErrRedirect:
+			// Not retryable: the same request will be refused again.
+			return &sdk.Error{Code: sdk.CodeProviderUnreachable, Message: "request refused by the host: " + he.Errno.Error()}
+		}
+	}
+	var pe *sdk.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &sdk.Error{Code: sdk.CodeInternalError, Message: "http: " + err.Error()}
+}
+
+// statusError maps a non-2xx response without reading its body: vendor
+// error bodies never leave the adapter, and nothing in them changes the
+// code.
+func statusError(resp *sdk.Response) error {
+	e := sdk.ResponseError(resp)
+	if e.Code == sdk.CodeRateLimited && e.RetryAfterMs == 0 {
+		e.RetryAfterMs = retryAfterMs(resp.Header)
+	}
+	return e
+}
+
+// retryAfterMs reads retry-after-ms (Azure OpenAI and OpenAI's own SDK
+// honour it) or a fractional retry-after in seconds. 0 when unknown.
+func retryAfterMs(h map[string]string) int64 {
+	if v, err := strconv.ParseFloat(strings.TrimSpace(h["retry-after-ms"]), 64); err == nil && v > 0 && v < 1<<31 {
+		return int64(v)
+	}
+	if v, err := strconv.ParseFloat(strings.TrimSpace(h["retry-after"]), 64); err == nil && v > 0 && v < 1<<21 {
+		return int64(v * 1000)
+	}
+	return 0
+}
+
+// completion is a non-streamed chat.completion (decoded once per turn).
+type completion struct {
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Content   *string `json:"content"`
+			Refusal   *string `json:"refusal"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string          `json:"name"`
+					Arguments json.RawMessage `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+}
+
+func completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
+	b, err := resp.ReadAll(abi.MaxResponseBytes)
+	if err != nil {
+		return nil, transportError(err, true)
+	}
+	var cp completion
+	if err := json.Unmarshal(b, &cp); err != nil || len(cp.Choices) == 0 || cp.Choices[0].FinishReason == nil {
+		return nil, invalid("completion body is not a chat.completion")
+	}
+	ch := &cp.Choices[0]
+	if ch.Message.Refusal != nil && *ch.Message.Refusal != "" {
+		return nil, &sdk.Error{Code: sdk.CodeProviderRefusal, Message: "model refused"}
+	}
+	// Replay it through the stream state so both paths share the rules.
+	st := &turnStream{out: c, done: true, finish: *ch.FinishReason}
+	if ch.Message.Content != nil && *ch.Message.Content != "" {
+		st.text = []byte(*ch.Message.Content)
+		if c.EmitText(*ch.Message.Content) {
+			return nil, sdk.ErrCancelled
+		}
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		args := []byte(tc.Function.Arguments)
+		var s string
+		if json.Unmarshal(args, &s) == nil {
+			args = []byte(s)
+		}
+		st.calls = append(st.calls, &toolCall{id: tc.ID, name: tc.Function.Name, args: args})
+	}
+	if len(cp.Usage) > 0 && string(cp.Usage) != "null" {
+		var u struct {
+			Prompt     *int64 `json:"prompt_tokens"`
+			Completion *int64 `json:"completion_tokens"`
+			PD         *struct {
+				Cached *int64 `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+			CD *struct {
+				Reasoning *int64 `json:"reasoning_tokens"`
+			} `json:"completion_tokens_details"`
+		}
+		if json.Unmarshal(cp.Usage, &u) != nil {
+			return nil, invalid("usage is not an object")
+		}
+		st.usage = &abi.Usage{InputTokens: nonNeg(u.Prompt), OutputTokens: nonNeg(u.Completion)}
+		if u.PD != nil {
+			st.usage.CachedInputTokens = nonNeg(u.PD.Cached)
+		}
+		if u.CD != nil {
+			st.usage.ReasoningTokens = nonNeg(u.CD.Reasoning)
+		}
+	}
+	return st.result()
+}
+
+func nonNeg(p *int64) *int64 {
+	if p == nil || *p < 0 {
+		return nil
+	}
+	return p
+}
+
+// Discovery bounds of wire-extensions §7.
+const (
+	maxCatalogModels = 1000
+	maxCatalogPages  = 20
+	maxCatalogBytes  = 2_000_000
+)
+
+// Inspect reads GET {endpoint}models: read-only, never generates. OpenAI
+// returns the whole list in one page; servers that paginate with OpenAI's
+// list convention (has_more, last_id → ?after=) are followed up to the caps,
+// which end the listing with complete: false.
+func (provider) Inspect(c *sdk.Call) (*abi.InspectOutput, error) {
+	cfg, err := parseSettings(c.Config())
+	if err != nil {
+		return nil, settingsError(err)
+	}
+	out := &abi.InspectOutput{Code: sdk.InspectCatalogAvailable, Models: []string{}}
+	seen := map[string]bool{}
+	cursors := map[string]bool{}
+	budget := maxCatalogBytes
+	after := ""
+	for page := 0; ; page++ {
+		if page == maxCatalogPages {
+			return out, nil // page cap: complete stays false
+		}
+		u := cfg.endpoint + "models"
+		if after != "" {
+			u += "?after=" + url.QueryEscape(after)
+		}
+		resp, err := c.HTTP(&abi.HTTPRequest{Method: "GET", URL: u, Headers: map[string]string{"accept": "application/json"}}, nil)
+		if err != nil {
+			if errors.Is(err, sdk.ErrCancelled) {
+				return nil, sdk.ErrCancelled
+			}
+			return &abi.InspectOutput{Code: sdk.InspectProviderUnreachable}, nil
+		}
+		if code := inspectStatus(resp.Status); code != "" {
+			resp.Close()
+			return &abi.InspectOutput{Code: code}, nil
+		}
+		body, err := resp.ReadAll(budget)
+		resp.Close()
+		if err != nil {
+			var pe *sdk.Error
+			if errors.As(err, &pe) && pe.Code == sdk.CodeResponseTooLarge {
+				return out, nil // byte cap: complete stays false
+			}
+			if errors.Is(err, sdk.ErrCancelled) {
+				return nil, sdk.ErrCancelled
+			}
+			return &abi.InspectOutput{Code: sdk.InspectProviderUnreachable}, nil
+		}
+		budget -= len(body)
+		pg, ok := parseModelsPage(body)
+		if !ok {
+			return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
+		}
+		for _, id := range pg.ids {
+			if seen[id] {
+				continue
+			}
+			if len(out.Models) == maxCatalogModels {
+				return out, nil // id cap: complete stays false
+			}
+			seen[id] = true
+			out.Models = append(out.Models, id)
+		}
+		if !pg.hasMore {
+			out.Complete = true
+			return out, nil
+		}
+		if pg.cursor == "" || cursors[pg.cursor] {
+			return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
+		}
+		cursors[pg.cursor] = true
+		after = pg.cursor
+	}
+}
+
+// inspectStatus maps a non-2xx models response to an inspection code ("" for
+// success). 401 means the host's key was rejected; whether a key is
+// configured at all is the host's knowledge (AUTH_REQUIRED), not the
+// adapter's.
+func inspectStatus(status int) string {
+	switch {
+	case status >= 200 && status <= 299:
+		return ""
+	case status == 401:
+		return sdk.InspectAuthRejected
+	case status == 403:
+		return sdk.InspectAccessDenied
+	case status == 404:
+		return sdk.InspectDiscoveryUnsupported
+	case status == 429:
+		return sdk.InspectRateLimited
+	case status >= 500:
+		return sdk.InspectProviderUnreachable
+	}
+	return sdk.InspectDiscoveryFailed
+}
+
+type modelsPage struct {
+	ids     []string
+	hasMore bool
+	cursor  string
+}
+
+// parseModelsPage decodes {"object":"list","data":[{"id":…}],…}. A page
+// without a data array, or an entry without a string id, is malformed.
+func parseModelsPage(b []byte) (modelsPage, bool) {
+	var raw struct {
+		Data *[]struct {
+			ID *string `json:"id"`
+		} `json:"data"`
+		HasMore *bool   `json:"has_more"`
+		LastID  *string `json:"last_id"`
+	}
+	if json.Unmarshal(b, &raw) != nil || raw.Data == nil {
+		return modelsPage{}, false
+	}
+	var pg modelsPage
+	for _, m := range *raw.Data {
+		if m.ID == nil || *m.ID == "" {
+			return modelsPage{}, false
+		}
+		pg.ids = append(pg.ids, *m.ID)
+	}
+	if raw.HasMore != nil && *raw.HasMore {
+		pg.hasMore = true
+		switch {
+		case raw.LastID != nil && *raw.LastID != "":
+			pg.cursor = *raw.LastID
+		case len(pg.ids) > 0:
+			pg.cursor = pg.ids[len(pg.ids)-1]
+		}
+	}
+	return pg, true
+}

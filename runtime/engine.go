@@ -1,0 +1,355 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"adhost/runtime/protocol"
+)
+
+// Protocol defaults and maxima (wire-core §8.1).
+const (
+	DefaultMaxSteps        = 8
+	MaxSteps               = 64
+	DefaultMaxOutputTokens = 4096
+	MaxOutputTokens        = 65536
+	DefaultMaxConcurrent   = 32
+	DefaultMaxPerSubject   = 4
+
+	maxToolCallsPerStep = 32
+	maxToolOutputBytes  = 1_000_000
+	maxProviderResult   = 2_000_000 // bytes of JSON of one turn, streamed text included
+	maxToolCallIDLen    = 256
+
+	// maxEventBytes bounds one event's JSON so that its SSE frame lines
+	// stay within the 2,000,000 bytes clients accept (wire-core §5.6).
+	maxEventBytes = 2_000_000 - 64
+
+	maxQueuedEvents = 1024
+	maxQueuedBytes  = 2_000_000
+	maxMergedDelta  = 64 << 10 // merged text.delta stays far below the 2 MB frame bound
+
+	progressInterval = time.Second
+	usageSinkTimeout = 2 * time.Second
+)
+
+// Limits are the host's run limits (host.toml [limits]). They only lower the
+// protocol maxima; zero means "no host limit".
+type Limits struct {
+	MaxSteps        int
+	MaxOutputTokens int
+	// IdleTimeout is the host inactivity policy; 0 = none. The effective
+	// interval of a run is the smaller positive value of this and the
+	// request's idleTimeoutMs (wire-core §13).
+	IdleTimeout time.Duration
+}
+
+// UsageSink receives one prompt-free usage record per executed run. Calls
+// are bounded to 2 s; an error or a timeout is logged and never changes the
+// run's outcome.
+type UsageSink interface {
+	RecordUsage(ctx context.Context, rec *UsageRecord) error
+}
+
+// Options configure an Engine. Zero values are documented per field.
+type Options struct {
+	// Providers are the configured instances, in host configuration order.
+	Providers []*ProviderInstance
+	// Tools are the host tools. Their input schemas are compiled by New.
+	Tools  []*Tool
+	Limits Limits
+	// MaxConcurrent and MaxPerSubject bound running runs (wire-core §8.2).
+	// Zero means the defaults 32 and 4; larger values are lowered to them.
+	MaxConcurrent, MaxPerSubject int
+	// UsageSink may be nil (no usage records).
+	UsageSink UsageSink
+	// HostID names this host in usage records; empty: a random UUID per
+	// Engine.
+	HostID string
+	// Logger; nil discards.
+	Logger *slog.Logger
+
+	// ApprovalHook approves tools that require approval; nil: such tools
+	// fail closed with APPROVAL_REQUIRED.
+	ApprovalHook ApprovalHook
+	// RunStore persists events before delivery; nil: none.
+	RunStore RunStore
+}
+
+// Mode selects how a run's outcome is consumed.
+type Mode int
+
+const (
+	// ModeJSON: the caller waits for the result with Run.Wait. No event
+	// queue is kept.
+	ModeJSON Mode = iota + 1
+	// ModeStream: the caller reads events with Run.Next from a bounded
+	// queue (wire-core §8.1, OUTPUT_BUFFER_LIMIT).
+	ModeStream
+)
+
+// Engine validates, admits and executes runs. It is safe for concurrent
+// use.
+type Engine struct {
+	providers    map[string]*ProviderInstance
+	providerList []*ProviderInstance
+	tools        map[string]*hostTool
+	limits       Limits
+	maxRunning   int
+	maxSubject   int
+	usageSink    UsageSink
+	hostID       string
+	log          *slog.Logger
+	approval     ApprovalHook
+	store        RunStore
+
+	// base is the parent of every run context: runs outlive the request
+	// that started them, and Shutdown cancels them all through it.
+	base       context.Context
+	cancelBase context.CancelCauseFunc
+
+	mu         sync.Mutex
+	shutting   bool
+	running    int
+	perSubject map[string]int
+
+	runs  sync.WaitGroup // run goroutines, usage delivery included
+	calls sync.WaitGroup // provider and tool calls the engine may have stopped waiting for
+}
+
+// hostTool is a Tool with its input schema compiled once.
+type hostTool struct {
+	tool   *Tool
+	schema validator
+	exec   ToolExecutor
+}
+
+// New checks opts and compiles every tool input schema.
+func New(opts Options) (*Engine, error) {
+	e := &Engine{
+		providers:  make(map[string]*ProviderInstance, len(opts.Providers)),
+		tools:      make(map[string]*hostTool, len(opts.Tools)),
+		limits:     opts.Limits,
+		maxRunning: clampDefault(opts.MaxConcurrent, DefaultMaxConcurrent),
+		maxSubject: clampDefault(opts.MaxPerSubject, DefaultMaxPerSubject),
+		usageSink:  opts.UsageSink,
+		hostID:     opts.HostID,
+		log:        opts.Logger,
+		approval:   opts.ApprovalHook,
+		store:      opts.RunStore,
+		perSubject: make(map[string]int),
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.hostID == "" {
+		e.hostID = newUUID()
+	}
+	if opts.Limits.MaxSteps < 0 || opts.Limits.MaxOutputTokens < 0 || opts.Limits.IdleTimeout < 0 {
+		return nil, errors.New("runtime: negative limit")
+	}
+	for _, p := range opts.Providers {
+		switch {
+		case p == nil || p.ID == "":
+			return nil, errors.New("runtime: provider instance without id")
+		case p.Provider == nil:
+			return nil, fmt.Errorf("runtime: provider %q has no Provider", p.ID)
+		case e.providers[p.ID] != nil:
+			return nil, fmt.Errorf("runtime: duplicate provider %q", p.ID)
+		}
+		e.providers[p.ID] = p
+		e.providerList = append(e.providerList, p)
+	}
+	for _, t := range opts.Tools {
+		switch {
+		case t == nil || t.Def.Name == "":
+			return nil, errors.New("runtime: tool without name")
+		case t.Set == nil:
+			return nil, fmt.Errorf("runtime: tool %q has no ToolSet", t.Def.Name)
+		case e.tools[t.Def.Name] != nil:
+			return nil, fmt.Errorf("runtime: duplicate tool %q", t.Def.Name)
+		}
+		raw := t.Def.InputSchema
+		if len(raw) == 0 {
+			raw = []byte(`{"type":"object"}`)
+		}
+		s, err := compileSchema(raw)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: tool %q input schema: %w", t.Def.Name, err)
+		}
+		e.tools[t.Def.Name] = &hostTool{tool: t, schema: s, exec: toolSetExecutor{t.Set}}
+	}
+	e.base, e.cancelBase = context.WithCancelCause(context.Background())
+	return e, nil
+}
+
+func clampDefault(v, def int) int {
+	if v <= 0 || v > def {
+		return def
+	}
+	return v
+}
+
+// features are the /v1/protocol features this engine implements, in the
+// upstream order (wire-core §2.3). Extensions are added here only once they
+// work.
+var features = []string{
+	"json-results",
+	"event-stream",
+	"cancel-on-disconnect",
+	"optional-idle-timeout",
+	"required-capabilities",
+	"optional-events",
+	"provider-discovery",
+}
+
+// Features returns the implemented protocol features in spec order.
+func (e *Engine) Features() []string {
+	return append([]string(nil), features...)
+}
+
+// Providers returns the configured instances in configuration order.
+func (e *Engine) Providers() []*ProviderInstance {
+	return append([]*ProviderInstance(nil), e.providerList...)
+}
+
+// Start validates req (wire-core §3.3), re-checks shutdown, authorizes p,
+// takes an admission slot and starts the run in its own goroutine. Every
+// error returned is a *protocol.Error to be sent as an HTTP error, except a
+// programming error (bad mode), which the host reports as INTERNAL_ERROR.
+//
+// ctx bounds only Start itself: the run's lifetime is the engine's, and the
+// host ends it with Run.Cancel (e.g. on client disconnect).
+func (e *Engine) Start(ctx context.Context, p *Principal, req *protocol.RunRequest, mode Mode) (*Run, error) {
+	if mode != ModeJSON && mode != ModeStream {
+		return nil, fmt.Errorf("runtime: invalid mode %d", mode)
+	}
+	pl, err := e.validate(req)
+	if err != nil {
+		return nil, err
+	}
+	if e.isShuttingDown() {
+		return nil, protocol.New(protocol.CodeHostShuttingDown)
+	}
+	if err := authorize(p, req); err != nil {
+		return nil, err
+	}
+	if err := e.admit(p.Subject); err != nil {
+		return nil, err
+	}
+	// From here the run's context exists and must be cancelled on every
+	// path, or the engine's base context would keep it forever.
+	r := newRun(e, p, req, pl, mode)
+	if e.store != nil {
+		lg, err := e.store.OpenRun(ctx, RunInfo{
+			RunID: r.id, Subject: r.subject, Provider: req.Provider, Model: req.Model, StartedAt: r.startedAt,
+		})
+		if err != nil {
+			r.cancel(errRunFinished)
+			e.release(r.subject)
+			e.runs.Done()
+			return nil, protocol.AsPublic(err)
+		}
+		r.log = lg
+	}
+	if err := r.begin(); err != nil {
+		e.release(r.subject)
+		e.runs.Done()
+		return nil, err
+	}
+	go r.execute()
+	return r, nil
+}
+
+func (e *Engine) isShuttingDown() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.shutting
+}
+
+// admit takes a slot (no queue: a full host or subject is BUSY) and
+// registers the run with the shutdown wait group under the same lock as the
+// shutdown flag, so no run starts once Shutdown waits.
+func (e *Engine) admit(subject string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shutting {
+		return protocol.New(protocol.CodeHostShuttingDown)
+	}
+	if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
+		return protocol.New(protocol.CodeBusy)
+	}
+	e.running++
+	e.perSubject[subject]++
+	e.runs.Add(1)
+	return nil
+}
+
+func (e *Engine) release(subject string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.running--
+	if n := e.perSubject[subject] - 1; n > 0 {
+		e.perSubject[subject] = n
+	} else {
+		delete(e.perSubject, subject)
+	}
+}
+
+// Running returns the number of runs holding an admission slot.
+func (e *Engine) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running
+}
+
+// shutdownCause ends every running run when the host shuts down.
+var shutdownCause = &stopCause{err: protocol.New(protocol.CodeCancelled), cancelled: true}
+
+// Shutdown stops admission (HOST_SHUTTING_DOWN), cancels every running run
+// (each still emits its terminal event and delivers its usage record) and
+// waits for them, and then for provider and tool calls the runs stopped
+// waiting for, until ctx is done.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.shutting = true
+	e.mu.Unlock()
+	e.cancelBase(shutdownCause)
+	done := make(chan struct{})
+	go func() {
+		e.runs.Wait()
+		e.calls.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// newUUID returns a random (version 4) UUID in lowercase.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}

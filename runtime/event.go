@@ -1,0 +1,252 @@
+package runtime
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"adhost/abi"
+	"adhost/runtime/protocol"
+)
+
+// Event types of wire protocol 1.0 (wire-core §5.2). The engine emits no
+// advisory (optional) events.
+const (
+	EventRunStarted    = "run.started"
+	EventStepStarted   = "step.started"
+	EventTextDelta     = "text.delta"
+	EventRunProgress   = "run.progress"
+	EventUsageReported = "usage.reported"
+	EventToolCalled    = "tool.called"
+	EventToolCompleted = "tool.completed"
+	EventRunCompleted  = "run.completed"
+	EventRunFailed     = "run.failed"
+	EventRunCancelled  = "run.cancelled"
+)
+
+// Progress phases of run.progress.
+const (
+	PhaseModel = "model"
+	PhaseTool  = "tool"
+)
+
+// Event is one committed event of a run. Data is the compact, single-line
+// JSON of the whole event object (envelope and payload side by side), ready
+// to be framed: the transport never re-encodes it.
+type Event struct {
+	Type     string
+	Sequence int64
+	Data     []byte
+}
+
+// Terminal reports whether ev ends its run.
+func (ev Event) Terminal() bool { return isTerminal(ev.Type) }
+
+func isTerminal(typ string) bool {
+	return typ == EventRunCompleted || typ == EventRunFailed || typ == EventRunCancelled
+}
+
+// payload is an event before it gets its sequence number and encoding. Only
+// the fields of its type are set.
+type payload struct {
+	typ    string
+	ts     time.Time
+	text   string // text.delta
+	step   int    // step.started, usage.reported
+	phase  string // run.progress
+	usage  *protocol.Usage
+	call   *abi.ToolCall
+	callID string          // tool.completed
+	output json.RawMessage // tool.completed; compact valid JSON
+	result *protocol.RunResult
+	err    *protocol.ErrorInfo
+	// run.started
+	provider, model string
+}
+
+// timestampLayout is UTC with exactly millisecond precision (wire-core §5.1).
+const timestampLayout = "2006-01-02T15:04:05.000Z"
+
+// appendTimestamp appends t in timestampLayout. Written out by hand: it is
+// on every event, and time.AppendFormat costs several times more.
+func appendTimestamp(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(dst, timestampLayout)
+	}
+	h, mi, s := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	dst = append(dst,
+		byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+int(mo)/10), byte('0'+int(mo)%10), '-',
+		byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+h/10), byte('0'+h%10), ':',
+		byte('0'+mi/10), byte('0'+mi%10), ':',
+		byte('0'+s/10), byte('0'+s%10), '.',
+		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+	return dst
+}
+
+// formatTimestamp renders t as the wire timestamp.
+func formatTimestamp(t time.Time) string {
+	return string(appendTimestamp(make([]byte, 0, len(timestampLayout)), t))
+}
+
+// encodeEvent renders p as the event's JSON object. The envelope and the hot
+// payloads are written by hand (text.delta dominates a streamed run); the
+// structured payloads go through encoding/json.
+func encodeEvent(runID string, seq int64, p *payload) []byte {
+	n := 96 + len(runID) + len(p.typ)
+	if p.typ == EventTextDelta {
+		n += len(p.text) + len(p.text)/8
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"type":`...)
+	b = appendString(b, p.typ)
+	b = append(b, `,"runId":`...)
+	b = appendString(b, runID)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, `,"timestamp":"`...)
+	b = appendTimestamp(b, p.ts)
+	b = append(b, '"')
+	switch p.typ {
+	case EventTextDelta:
+		b = append(b, `,"text":`...)
+		b = appendString(b, p.text)
+	case EventRunProgress:
+		b = append(b, `,"phase":`...)
+		b = appendString(b, p.phase)
+	case EventStepStarted:
+		b = append(b, `,"step":`...)
+		b = strconv.AppendInt(b, int64(p.step), 10)
+	case EventRunStarted:
+		b = append(b, `,"provider":`...)
+		b = appendString(b, p.provider)
+		b = append(b, `,"model":`...)
+		b = appendString(b, p.model)
+	case EventUsageReported:
+		b = append(b, `,"step":`...)
+		b = strconv.AppendInt(b, int64(p.step), 10)
+		b = append(b, `,"usage":`...)
+		b = appendMarshal(b, p.usage)
+	case EventToolCalled:
+		b = append(b, `,"call":`...)
+		b = appendMarshal(b, p.call)
+	case EventToolCompleted:
+		b = append(b, `,"callId":`...)
+		b = appendString(b, p.callID)
+		b = append(b, `,"output":`...)
+		b = append(b, p.output...) // compacted and validated before
+	case EventRunCompleted:
+		b = append(b, `,"result":`...)
+		b = appendMarshal(b, p.result)
+	case EventRunFailed, EventRunCancelled:
+		b = append(b, `,"error":`...)
+		b = appendMarshal(b, p.err)
+	}
+	return append(b, '}')
+}
+
+// appendMarshal appends the compact JSON of v. The values passed here are
+// plain structs of strings, numbers and validated raw JSON, for which
+// encoding/json cannot fail; a failure would be a programming error and
+// yields null rather than a malformed event.
+func appendMarshal(b []byte, v any) []byte {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return append(b, "null"...)
+	}
+	return append(b, j...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string the way encoding/json does, minus
+// HTML escaping: control characters, quote and backslash escaped, invalid
+// UTF-8 replaced by U+FFFD, U+2028/U+2029 escaped. The result never contains
+// a raw newline, so an event stays on one SSE data line.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// jsonStringLen is len(appendString(nil, s)) without building it.
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\':
+				n++
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}

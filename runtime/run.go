@@ -1,0 +1,405 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"adhost/runtime/protocol"
+)
+
+// Run is one admitted run. Its goroutine executes the step loop; the host
+// consumes it with Next (ModeStream) or Wait (ModeJSON) and may end it with
+// Cancel at any time.
+type Run struct {
+	e         *Engine
+	id        string
+	subject   string
+	req       *protocol.RunRequest
+	plan      *plan
+	mode      Mode
+	startedAt time.Time // wall clock and monotonic epoch of the run
+
+	// ctx is the run's lifetime, derived from the engine's base context,
+	// never from the request. Its cause says why it ended (*stopCause).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	log      EventLog // nil: not persisted
+	needData bool     // events are encoded (someone reads Data)
+
+	// lastActive is the time of the last real progress, as a duration
+	// since startedAt (read by the idle timer).
+	lastActive atomic.Int64
+
+	mu    sync.Mutex
+	seq   int64
+	q     []Event // committed, not yet delivered (ModeStream)
+	qHead int
+	// queuedBytes is the JSON text of queued events plus the pending
+	// delta text: the "queued text" bound of wire-core §8.1. Counting every
+	// event, not only deltas, also bounds the memory a stalled reader pins.
+	queuedBytes int
+	pending     []byte // text.delta not yet sequenced: adjacent deltas merge here
+	pendingTS   time.Time
+	terminal    bool // terminal event committed
+	eof         bool // terminal event delivered by Next
+	notify      chan struct{}
+	idleTimer   *time.Timer
+
+	// Owned by the run goroutine.
+	toolPending bool
+	acct        usageAccount
+	callIDs     map[string]bool
+
+	done       chan struct{}
+	result     *protocol.RunResult
+	err        *protocol.Error
+	cancelled  bool // the terminal event is run.cancelled
+	finishedAt time.Time
+}
+
+// stopCause is the cancellation cause of a run's context: the public error
+// of its terminal event, and whether that event is run.cancelled (the
+// cancellation signal fired) or run.failed (the run was aborted, e.g. by
+// its event log).
+type stopCause struct {
+	err       *protocol.Error
+	cancelled bool
+}
+
+func (c *stopCause) Error() string { return c.err.Error() }
+
+var (
+	// errRunFinished is the cause the run itself sets when its loop ends;
+	// any other cause set first wins (context keeps the first cause).
+	errRunFinished = errors.New("runtime: run finished")
+	idleCause      = &stopCause{err: protocol.New(protocol.CodeIdleTimeout), cancelled: true}
+	overflowCause  = &stopCause{err: protocol.New(protocol.CodeOutputBufferLimit), cancelled: true}
+)
+
+func newRun(e *Engine, p *Principal, req *protocol.RunRequest, pl *plan, mode Mode) *Run {
+	r := &Run{
+		e:         e,
+		id:        newUUID(),
+		subject:   p.Subject,
+		req:       req,
+		plan:      pl,
+		mode:      mode,
+		startedAt: time.Now(),
+		needData:  mode == ModeStream,
+		notify:    make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	r.ctx, r.cancel = context.WithCancelCause(e.base)
+	return r
+}
+
+// ID returns the run id (a lowercase UUID, the events' runId).
+func (r *Run) ID() string { return r.id }
+
+// Done is closed when the run has committed its terminal event and released
+// its admission slot.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Cancel ends the run with run.cancelled. A *protocol.Error cause keeps its
+// code (e.g. a later SESSION_DELETED); anything else, nil included, is
+// CANCELLED. Cancelling an ended run does nothing.
+func (r *Run) Cancel(cause error) {
+	var pe *protocol.Error
+	if !errors.As(cause, &pe) {
+		pe = protocol.New(protocol.CodeCancelled)
+		pe.Err = cause
+	}
+	r.cancel(&stopCause{err: pe, cancelled: true})
+}
+
+// Wait blocks until the run ends and returns its result, or its terminal
+// error as a *protocol.Error (HTTP status via protocol.HTTPStatus). If ctx
+// ends first it returns ctx.Err() and the run continues: the host cancels
+// it explicitly.
+func (r *Run) Wait(ctx context.Context) (*protocol.RunResult, error) {
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.result, nil
+}
+
+// Next returns the run's next event (ModeStream), blocking until one is
+// committed or ctx ends. After the terminal event it returns io.EOF. Next
+// must not be called concurrently.
+func (r *Run) Next(ctx context.Context) (Event, error) {
+	if r.mode != ModeStream {
+		return Event{}, errors.New("runtime: Next on a run not started in ModeStream")
+	}
+	for {
+		r.mu.Lock()
+		if r.qHead == len(r.q) {
+			r.flushPendingLocked()
+		}
+		if r.qHead < len(r.q) {
+			ev := r.q[r.qHead]
+			r.q[r.qHead] = Event{}
+			r.qHead++
+			switch {
+			case r.qHead == len(r.q):
+				r.q, r.qHead = r.q[:0], 0
+			case r.qHead >= 256 && r.qHead*2 >= len(r.q):
+				n := copy(r.q, r.q[r.qHead:])
+				clear(r.q[n:])
+				r.q, r.qHead = r.q[:n], 0
+			}
+			r.queuedBytes -= len(ev.Data)
+			if ev.Terminal() {
+				r.eof = true
+			}
+			r.mu.Unlock()
+			return ev, nil
+		}
+		eof := r.eof
+		r.mu.Unlock()
+		if eof {
+			return Event{}, io.EOF
+		}
+		select {
+		case <-r.notify:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// begin arms the idle timer and commits run.started: the run is admitted.
+// It fails only if the event log refuses run.started; the run has then
+// emitted nothing and Start reports the error as an HTTP error.
+func (r *Run) begin() error {
+	r.touch()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitLocked(&payload{typ: EventRunStarted, ts: time.Now(), provider: r.req.Provider, model: r.req.Model})
+	if r.seq == 0 {
+		r.cancel(errRunFinished)
+		if sc, ok := context.Cause(r.ctx).(*stopCause); ok {
+			return sc.err
+		}
+		return protocol.New(protocol.CodeInternalError)
+	}
+	if r.plan.idle > 0 {
+		r.idleTimer = time.AfterFunc(r.plan.idle, r.idleCheck)
+	}
+	return nil
+}
+
+// execute is the run goroutine.
+func (r *Run) execute() {
+	defer r.e.runs.Done()
+	res, err := r.loop()
+	r.finish(res, err)
+	r.deliverUsage()
+}
+
+// finish decides and commits the terminal event, frees the slot and
+// publishes the outcome.
+func (r *Run) finish(res *protocol.RunResult, err error) {
+	r.cancel(errRunFinished)
+	var (
+		pe        *protocol.Error
+		cancelled bool
+	)
+	if sc, ok := context.Cause(r.ctx).(*stopCause); ok {
+		pe, cancelled, res = clone(sc.err), sc.cancelled, nil
+	} else if err != nil {
+		pe = clone(protocol.AsPublic(err))
+	} else if res == nil {
+		pe = protocol.New(protocol.CodeInternalError)
+	}
+	if pe != nil && r.toolPending {
+		// wire-core §12.3: effects may have happened.
+		pe.Uncertain, pe.Retryable = true, false
+	}
+	now := time.Now()
+	p := &payload{ts: now}
+	switch {
+	case pe == nil:
+		p.typ, p.result = EventRunCompleted, res
+	case cancelled:
+		info := pe.Info()
+		p.typ, p.err = EventRunCancelled, &info
+	default:
+		info := pe.Info()
+		p.typ, p.err = EventRunFailed, &info
+	}
+	if pe != nil {
+		r.logFailure(pe, p.typ)
+	}
+	r.mu.Lock()
+	r.emitLocked(p)
+	if r.idleTimer != nil {
+		r.idleTimer.Stop()
+	}
+	r.mu.Unlock()
+	r.e.release(r.subject)
+	r.result, r.err, r.cancelled, r.finishedAt = res, pe, cancelled, now
+	close(r.done)
+}
+
+// logFailure logs a failed or cancelled run. The private cause is never
+// logged as text: a provider error may carry an upstream body.
+func (r *Run) logFailure(pe *protocol.Error, typ string) {
+	if pe.Code == protocol.CodeInternalError {
+		r.e.log.Warn("run failed", "runId", r.id, "provider", r.req.Provider, "code", string(pe.Code), "event", typ, "causeType", typeName(pe.Err))
+		return
+	}
+	r.e.log.Debug("run ended", "runId", r.id, "provider", r.req.Provider, "code", string(pe.Code), "event", typ)
+}
+
+func clone(pe *protocol.Error) *protocol.Error {
+	c := *pe
+	return &c
+}
+
+// touch records real progress for the idle timer.
+func (r *Run) touch() {
+	if r.plan.idle > 0 {
+		r.lastActive.Store(int64(time.Since(r.startedAt)))
+	}
+}
+
+// idleCheck runs when the idle interval may have elapsed. Progress does not
+// reset the timer (that would cost a timer operation per text delta); it
+// stamps lastActive, and the timer re-arms itself for the remainder.
+func (r *Run) idleCheck() {
+	elapsed := time.Since(r.startedAt) - time.Duration(r.lastActive.Load())
+	if elapsed >= r.plan.idle {
+		r.cancel(idleCause)
+		return
+	}
+	r.mu.Lock()
+	if !r.terminal {
+		r.idleTimer.Reset(r.plan.idle - elapsed)
+	}
+	r.mu.Unlock()
+}
+
+// emit commits a non-delta event.
+func (r *Run) emit(p *payload) {
+	r.mu.Lock()
+	r.emitLocked(p)
+	r.mu.Unlock()
+}
+
+// emitLocked commits p after any pending text. Once the run is stopping,
+// only run.started (a run cancelled before it began still starts) and the
+// terminal event are committed: events racing with a cancellation are
+// dropped.
+func (r *Run) emitLocked(p *payload) {
+	if r.terminal || (r.ctx.Err() != nil && !isTerminal(p.typ) && p.typ != EventRunStarted) {
+		return
+	}
+	r.flushPendingLocked()
+	r.commitLocked(p)
+}
+
+// emitDeltaLocked adds visible text. Adjacent deltas merge into one pending
+// text.delta until an event of another type, the size cap, or a reader
+// asking for the next event commits it.
+func (r *Run) emitDeltaLocked(text string) {
+	if r.terminal || r.ctx.Err() != nil || (!r.needData && r.log == nil) {
+		return
+	}
+	if r.mode == ModeStream && r.queuedBytes+len(text) > maxQueuedBytes {
+		// The reader is too slow: the text would exceed the queue bound.
+		r.cancel(overflowCause)
+		return
+	}
+	if len(r.pending) > 0 && len(r.pending)+len(text) > maxMergedDelta {
+		r.flushPendingLocked()
+		if r.ctx.Err() != nil {
+			return
+		}
+	}
+	if len(r.pending) == 0 {
+		r.pendingTS = time.Now()
+	}
+	r.pending = append(r.pending, text...)
+	if r.mode != ModeStream {
+		return
+	}
+	r.queuedBytes += len(text)
+	if r.queuedLocked() >= maxQueuedEvents {
+		r.cancel(overflowCause)
+	}
+	r.signal()
+}
+
+func (r *Run) flushPendingLocked() {
+	if len(r.pending) == 0 {
+		return
+	}
+	p := &payload{typ: EventTextDelta, ts: r.pendingTS, text: string(r.pending)}
+	r.pending = r.pending[:0]
+	r.commitLocked(p)
+}
+
+// queuedLocked counts undelivered events, the pending delta included.
+func (r *Run) queuedLocked() int {
+	n := len(r.q) - r.qHead
+	if len(r.pending) > 0 {
+		n++
+	}
+	return n
+}
+
+// commitLocked gives p the next sequence number, persists it (EventLog) and
+// delivers it (ModeStream queue). A text.delta always comes from pending,
+// whose text is already counted in queuedBytes.
+func (r *Run) commitLocked(p *payload) {
+	term := isTerminal(p.typ)
+	ev := Event{Type: p.typ, Sequence: r.seq + 1}
+	if r.needData {
+		ev.Data = encodeEvent(r.id, ev.Sequence, p)
+	}
+	stream := r.mode == ModeStream
+	if stream && p.typ == EventTextDelta {
+		r.queuedBytes -= len(p.text)
+	}
+	if r.log != nil {
+		if err := r.log.Append(context.WithoutCancel(r.ctx), ev); err != nil {
+			if !term {
+				// Not persisted, so not delivered: the terminal event
+				// takes this sequence number.
+				r.cancel(&stopCause{err: protocol.AsPublic(err), cancelled: false})
+				return
+			}
+			r.e.log.Warn("event log append failed for terminal event", "runId", r.id, "code", string(protocol.CodeOf(err)))
+		}
+	}
+	r.seq = ev.Sequence
+	if term {
+		r.terminal = true
+	}
+	if !stream {
+		return
+	}
+	r.q = append(r.q, ev)
+	r.queuedBytes += len(ev.Data)
+	if !term && (r.queuedLocked() >= maxQueuedEvents || r.queuedBytes > maxQueuedBytes) {
+		r.cancel(overflowCause)
+	}
+	r.signal()
+}
+
+func (r *Run) signal() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}

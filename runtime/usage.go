@@ -1,0 +1,266 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"adhost/abi"
+	"adhost/runtime/protocol"
+)
+
+// maxSafeInteger is 2^53−1, the largest integer every client can hold.
+const maxSafeInteger = 1<<53 - 1
+
+// UsageRecordSchema identifies the usage record format.
+const UsageRecordSchema = "agenticdriver.usage.v2"
+
+// Usage record status values.
+const (
+	UsageCompleted = "completed"
+	UsageFailed    = "failed"
+	UsageCancelled = "cancelled"
+)
+
+// UsageRecord is the prompt-free record of one executed run
+// (wire-core §14.3): identifiers, timing and token/cost counts only. No
+// input, output, tool data, request metadata or credentials.
+type UsageRecord struct {
+	Schema        string         `json:"schema"`
+	EventID       string         `json:"eventId"`
+	RunID         string         `json:"runId"`
+	HostID        string         `json:"hostId"`
+	AccountID     string         `json:"accountId,omitempty"`
+	Subject       string         `json:"subject"`
+	Provider      string         `json:"provider"`
+	Vendor        string         `json:"vendor"`
+	Model         string         `json:"model"`
+	AuthMode      string         `json:"authMode"`
+	Status        string         `json:"status"`
+	Source        string         `json:"source"`
+	StartedAt     string         `json:"startedAt"`
+	FinishedAt    string         `json:"finishedAt"`
+	DurationMs    int64          `json:"durationMs"`
+	Usage         protocol.Usage `json:"usage"`
+	ObservedUsage protocol.Usage `json:"observedUsage"`
+	Coverage      UsageCoverage  `json:"coverage"`
+}
+
+// UsageCoverage says how complete the usage of a run is.
+type UsageCoverage struct {
+	StartedSteps   int `json:"startedSteps"`
+	CompletedSteps int `json:"completedSteps"`
+	// ReportedSteps counts, per Usage field name, the completed steps that
+	// reported it. Fields no step reported are absent.
+	ReportedSteps map[string]int `json:"reportedSteps"`
+}
+
+// Usage fields in wire order.
+const (
+	fInput = iota
+	fOutput
+	fCached
+	fReasoning
+	fCost
+	fAPICost
+	numUsageFields
+)
+
+var usageFieldNames = [numUsageFields]string{
+	"inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens", "costUsd", "apiEquivalentCostUsd",
+}
+
+// normalizeUsage applies wire-core §14.1 to one step's reported usage.
+func normalizeUsage(u *abi.Usage) protocol.Usage {
+	var n protocol.Usage
+	n.InputTokens = safeCount(u.InputTokens)
+	n.OutputTokens = safeCount(u.OutputTokens)
+	n.CachedInputTokens = safeCount(u.CachedInputTokens)
+	n.ReasoningTokens = safeCount(u.ReasoningTokens)
+	n.CostUSD = safeAmount(u.CostUSD)
+	n.APIEquivalentCostUSD = safeAmount(u.APIEquivalentCostUSD)
+	if n.CachedInputTokens != nil && n.InputTokens != nil && *n.CachedInputTokens > *n.InputTokens {
+		n.CachedInputTokens = nil
+	}
+	if n.ReasoningTokens != nil && n.OutputTokens != nil && *n.ReasoningTokens > *n.OutputTokens {
+		n.ReasoningTokens = nil
+	}
+	return n
+}
+
+func safeCount(v *int64) *int64 {
+	if v == nil || *v < 0 || *v > maxSafeInteger {
+		return nil
+	}
+	c := *v
+	return &c
+}
+
+func safeAmount(v *float64) *float64 {
+	if v == nil || *v < 0 || math.IsNaN(*v) || math.IsInf(*v, 0) {
+		return nil
+	}
+	c := *v
+	return &c
+}
+
+// usageAccount sums the usage of a run's steps (run goroutine only).
+type usageAccount struct {
+	started, completed int
+	reported           [numUsageFields]int
+	ints               [fCost]int64
+	floats             [numUsageFields - fCost]float64
+	overflow           [numUsageFields]bool
+}
+
+func (a *usageAccount) add(u *protocol.Usage) {
+	for i, v := range [...]*int64{u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.ReasoningTokens} {
+		if v == nil {
+			continue
+		}
+		a.reported[i]++
+		if a.ints[i] > maxSafeInteger-*v {
+			a.overflow[i] = true
+			continue
+		}
+		a.ints[i] += *v
+	}
+	for j, v := range [...]*float64{u.CostUSD, u.APIEquivalentCostUSD} {
+		if v == nil {
+			continue
+		}
+		i := fCost + j
+		a.reported[i]++
+		a.floats[j] += *v
+		if math.IsInf(a.floats[j], 0) {
+			a.overflow[i] = true
+		}
+	}
+}
+
+// totals has a field only if every started step completed and reported it
+// (wire-core §14.2); {} otherwise.
+func (a *usageAccount) totals() protocol.Usage {
+	return a.sum(func(i int) bool {
+		return a.started > 0 && a.completed == a.started && a.reported[i] == a.started
+	})
+}
+
+// observed sums whatever was reported.
+func (a *usageAccount) observed() protocol.Usage {
+	return a.sum(func(i int) bool { return a.reported[i] > 0 })
+}
+
+func (a *usageAccount) sum(include func(i int) bool) protocol.Usage {
+	var u protocol.Usage
+	ints := [...]**int64{&u.InputTokens, &u.OutputTokens, &u.CachedInputTokens, &u.ReasoningTokens}
+	for i, p := range ints {
+		if include(i) && !a.overflow[i] {
+			v := a.ints[i]
+			*p = &v
+		}
+	}
+	floats := [...]**float64{&u.CostUSD, &u.APIEquivalentCostUSD}
+	for j, p := range floats {
+		if i := fCost + j; include(i) && !a.overflow[i] {
+			v := a.floats[j]
+			*p = &v
+		}
+	}
+	return u
+}
+
+func (a *usageAccount) coverage() UsageCoverage {
+	c := UsageCoverage{StartedSteps: a.started, CompletedSteps: a.completed, ReportedSteps: map[string]int{}}
+	for i, n := range a.reported {
+		if n > 0 {
+			c.ReportedSteps[usageFieldNames[i]] = n
+		}
+	}
+	return c
+}
+
+// usageRecord builds the run's record once it has finished.
+func (r *Run) usageRecord() *UsageRecord {
+	inst := r.plan.inst
+	// finishedAt is derived from the monotonic clock so that it is never
+	// before startedAt and durationMs matches the two timestamps.
+	started := r.startedAt
+	finished := started.Add(r.finishedAt.Sub(started))
+	status := UsageCompleted
+	if r.err != nil {
+		status = UsageFailed
+		if r.cancelled {
+			status = UsageCancelled
+		}
+	}
+	rec := &UsageRecord{
+		Schema:        UsageRecordSchema,
+		EventID:       r.id,
+		RunID:         r.id,
+		HostID:        r.e.hostID,
+		AccountID:     inst.AccountID,
+		Subject:       r.subject,
+		Provider:      inst.ID,
+		Vendor:        orDefault(inst.Vendor, inst.ID),
+		Model:         r.req.Model,
+		AuthMode:      orDefault(inst.AuthMode, "none"),
+		Status:        status,
+		Source:        orDefault(inst.UsageSource, "adapter-report"),
+		StartedAt:     formatTimestamp(started),
+		FinishedAt:    formatTimestamp(finished),
+		DurationMs:    finished.UnixMilli() - started.UnixMilli(),
+		Usage:         r.acct.totals(),
+		ObservedUsage: r.acct.observed(),
+		Coverage:      r.acct.coverage(),
+	}
+	return rec
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// deliverUsage hands the record to the sink with a 2 s bound. The outcome
+// is already public; a sink failure is only logged.
+func (r *Run) deliverUsage() {
+	sink := r.e.usageSink
+	if sink == nil {
+		return
+	}
+	rec := r.usageRecord()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), usageSinkTimeout)
+	defer cancel()
+	errc := make(chan error, 1)
+	r.e.calls.Add(1)
+	go func() {
+		defer r.e.calls.Done()
+		err := errPanic
+		defer func() {
+			if recover() != nil {
+				err = errPanic
+			}
+			errc <- err
+		}()
+		err = sink.RecordUsage(ctx, rec)
+	}()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		r.e.log.Warn("usage record not delivered", "runId", r.id, "error", fmt.Sprintf("%T", err))
+	}
+}
+
+func typeName(err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf("%T", err)
+}

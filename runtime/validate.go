@@ -1,0 +1,198 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"adhost/abi"
+	"adhost/runtime/protocol"
+)
+
+// plan is what validation resolved for one run.
+type plan struct {
+	inst            *ProviderInstance
+	tools           []*hostTool // in request order
+	toolByName      map[string]*hostTool
+	toolDefs        []abi.ToolDef
+	output          validator // nil without outputSchema
+	maxSteps        int
+	maxOutputTokens int
+	idle            time.Duration
+	instructions    string
+}
+
+// outputDirective is appended to the instructions of a run with an
+// outputSchema (wire-core §9: wording free).
+const outputDirective = "Respond with only a JSON value that conforms to the following JSON Schema. Do not add any other text.\nJSON Schema: "
+
+// validate runs the semantic checks of wire-core §3.3 in their order. The
+// decoder (protocol.DecodeRunRequest) has already enforced the schema;
+// features this host does not implement keep their slot in the order and
+// answer with their "unavailable" code.
+func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
+	if req == nil {
+		return nil, protocol.New(protocol.CodeInvalidRequest)
+	}
+	// Defensive range checks the decoder already guarantees.
+	if req.Input == "" ||
+		(req.MaxSteps != nil && (*req.MaxSteps < 1 || *req.MaxSteps > MaxSteps)) ||
+		(req.MaxOutputTokens != nil && (*req.MaxOutputTokens < 1 || *req.MaxOutputTokens > MaxOutputTokens)) ||
+		(req.IdleTimeoutMs != nil && (*req.IdleTimeoutMs < 0 || *req.IdleTimeoutMs > 2147483647)) {
+		return nil, protocol.New(protocol.CodeInvalidRequest)
+	}
+	// 1. sessions
+	if len(req.Session) > 0 {
+		return nil, protocol.New(protocol.CodeSessionsUnavailable)
+	}
+	// 2–3. retrieval (and its attachment budget)
+	if len(req.Retrieval) > 0 {
+		return nil, protocol.New(protocol.CodeRetrievalUnavailable)
+	}
+	// 4. idempotency
+	if req.IdempotencyKey != nil {
+		return nil, protocol.New(protocol.CodeIdempotencyUnavailable)
+	}
+	// 5. provider
+	inst := e.providers[req.Provider]
+	if inst == nil {
+		return nil, protocol.New(protocol.CodeUnknownProvider)
+	}
+	// 6–9. attachments and artifacts: not implemented, so not part of the
+	// schema (wire-core §2.3).
+	if len(req.Attachments) > 0 || len(req.OutputArtifact) > 0 {
+		return nil, protocol.New(protocol.CodeInvalidRequest)
+	}
+	// 10. retries need safeRetries
+	if req.Retry != nil && req.Retry.MaxAttempts > 1 && !inst.Capabilities["safeRetries"] {
+		return nil, protocol.New(protocol.CodeUnsupportedCapability)
+	}
+	// 11. model allowlist (nil: any explicit model; empty: none)
+	if inst.Models != nil && !contains(inst.Models, req.Model) {
+		return nil, protocol.New(protocol.CodeUnsupportedModel)
+	}
+	// 12. required capabilities must be advertised as true
+	for _, c := range req.RequiredCapabilities {
+		if !inst.Capabilities[c] {
+			return nil, protocol.New(protocol.CodeUnsupportedCapability)
+		}
+	}
+	// 13. tools need the tools capability
+	if len(req.Tools) > 0 && !inst.Capabilities["tools"] {
+		return nil, protocol.New(protocol.CodeUnsupportedTools)
+	}
+	// 14. duplicate tool names
+	seen := make(map[string]bool, len(req.Tools))
+	for _, name := range req.Tools {
+		if seen[name] {
+			return nil, protocol.New(protocol.CodeInvalidRequest)
+		}
+		seen[name] = true
+	}
+	// 15–19. application tools
+	if len(req.ApplicationTools) > 0 {
+		return nil, protocol.New(protocol.CodeApplicationToolsUnavail)
+	}
+	// 20. every selected tool is registered
+	pl := &plan{inst: inst}
+	if len(req.Tools) > 0 {
+		pl.toolByName = make(map[string]*hostTool, len(req.Tools))
+	}
+	for _, name := range req.Tools {
+		ht := e.tools[name]
+		if ht == nil {
+			return nil, protocol.New(protocol.CodeUnknownTool)
+		}
+		pl.tools = append(pl.tools, ht)
+		pl.toolByName[name] = ht
+		pl.toolDefs = append(pl.toolDefs, ht.tool.Def)
+	}
+	// 21. approvals
+	if len(req.Approvals) > 0 {
+		return nil, protocol.New(protocol.CodeApprovalUnavailable)
+	}
+	// 22. outputSchema
+	if len(req.OutputSchema) > 0 {
+		s, err := compileSchema(req.OutputSchema)
+		if err != nil {
+			pe := protocol.New(protocol.CodeInvalidSchema)
+			pe.Err = err
+			return nil, pe
+		}
+		pl.output = s
+	}
+
+	pl.maxSteps = effective(req.MaxSteps, DefaultMaxSteps, e.limits.MaxSteps)
+	pl.maxOutputTokens = effective(req.MaxOutputTokens, DefaultMaxOutputTokens, e.limits.MaxOutputTokens)
+	pl.idle = e.limits.IdleTimeout
+	if req.IdleTimeoutMs != nil && *req.IdleTimeoutMs > 0 {
+		d := time.Duration(*req.IdleTimeoutMs) * time.Millisecond
+		if pl.idle == 0 || d < pl.idle {
+			pl.idle = d
+		}
+	}
+	if req.Instructions != nil {
+		pl.instructions = *req.Instructions
+	}
+	if pl.output != nil {
+		if pl.instructions != "" {
+			pl.instructions += "\n\n"
+		}
+		pl.instructions += outputDirective + compactString(req.OutputSchema)
+	}
+	return pl, nil
+}
+
+// effective is the request value or the default, lowered to the host limit.
+func effective(req *int, def, host int) int {
+	v := def
+	if req != nil {
+		v = *req
+	}
+	if host > 0 && v > host {
+		v = host
+	}
+	return v
+}
+
+// authorize checks the provider grant and the grant of every selected tool
+// (wire-core §11.2). It runs after validation, so validation codes reach
+// tokens without the grant.
+func authorize(p *Principal, req *protocol.RunRequest) error {
+	if p == nil || !p.Providers[req.Provider] {
+		return protocol.New(protocol.CodeForbidden)
+	}
+	for _, t := range req.Tools {
+		if !p.Tools[t] {
+			return protocol.New(protocol.CodeForbidden)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func compactString(raw json.RawMessage) string {
+	c, err := compactJSON(raw)
+	if err != nil {
+		return string(raw)
+	}
+	return string(c)
+}
+
+// compactJSON validates raw and returns its compact form.
+func compactJSON(raw []byte) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,155 @@
+package wasm
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"adhost/abi"
+	"adhost/runtime/protocol"
+)
+
+func upstream(t *testing.T) (*httptest.Server, *x509.CertPool, chan string) {
+	t.Helper()
+	hits := make(chan string, 100)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		hits <- r.URL.Path
+		fmt.Fprintf(w, "auth=%t xkey=%q cookie=%q proxy=%q custom=%q static=%q",
+			r.Header.Get("Authorization") == "Bearer sk-secret", r.Header.Get("X-Api-Key"), r.Header.Get("Cookie"),
+			r.Header.Get("Proxy-Authorization"), r.Header.Get("X-Custom"), r.Header.Get("X-Static"))
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		hits <- r.URL.Path
+		http.Redirect(w, r, "https://other.test/steal", http.StatusFound)
+	})
+	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		hits <- r.URL.Path
+		w.Header().Set("Content-Type", "text/event-stream")
+		// CR LF split across writes, a comment, an event without data.
+		for _, part := range []string{"event: a\r", "\ndata: 1\r\n\r", "\n: ping\n\nevent: empty\n\n", "data: hello", " world\n\n"} {
+			w.Write([]byte(part))
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/bigsse", func(w http.ResponseWriter, r *http.Request) {
+		chunk := "data: " + strings.Repeat("x", 64<<10) + "\n\n"
+		for i := 0; i <= abi.MaxStreamBytes/(64<<10)+1; i++ {
+			if _, err := w.Write([]byte(chunk)); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", abi.MaxResponseBytes+1)))
+	})
+	srv := httptest.NewTLSServer(mux)
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	return srv, roots, hits
+}
+
+func TestHTTP(t *testing.T) {
+	srv, roots, hits := upstream(t)
+	e := loadProvider(t, Options{
+		RootCAs: roots,
+		LookupHost: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			// A declared origin whose name resolves to loopback.
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+	})
+	secretCalls := 0
+	p := newProvider(t, e, InstanceConfig{
+		Settings: json.RawMessage(`{"endpoint":"` + srv.URL + `/v1"}`),
+		Secrets: map[string]func(context.Context) (string, error){"api_key": func(ctx context.Context) (string, error) {
+			secretCalls++
+			return "sk-secret", nil
+		}},
+	})
+	for _, tc := range []struct{ name, in, want string }{
+		{"credentials injected, guest headers stripped", "http:" + srv.URL + "/echo",
+			`status:200 auth=true xkey="" cookie="" proxy="" custom="ok" static="static-value"`},
+		{"undeclared origin", "http:https://evil.test/", "errno:-1"},
+		{"plain http", "http:http://example.com/", "errno:-1"},
+		{"same host other port", "http:https://127.0.0.1:1/", "errno:-1"},
+		{"declared origin resolving to loopback", "http:https://api.hostile.test/v1/models", "errno:-1"},
+		{"redirect", "http:" + srv.URL + "/redirect", "errno:-8"},
+		{"bad url", "http:%zz", "errno:-2"},
+		{"sse", "sse:" + srv.URL + "/sse", "status:200 a=1;message=hello world;eof"},
+		{"stream limit", "sse:" + srv.URL + "/bigsse", "errno:-5"},
+		{"body limit", "http:" + srv.URL + "/big", "errno:-5"},
+		{"request body limit", "post:" + srv.URL + "/echo", "errno:-5"},
+		{"handle limit", "handles:" + srv.URL + "/echo", fmt.Sprintf("last=%d", abi.ErrLimit)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := p.Complete(t.Context(), input(tc.in), &sink{})
+			if err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			if !strings.HasPrefix(out.Text, tc.want) && !(strings.HasPrefix(tc.want, "errno") && strings.HasSuffix(out.Text, tc.want)) {
+				t.Errorf("guest saw %.200q, want %q", out.Text, tc.want)
+			}
+			if strings.Contains(out.Text, "sk-secret") {
+				t.Error("secret visible to the guest")
+			}
+		})
+	}
+	if secretCalls == 0 {
+		t.Error("secret resolver never called")
+	}
+	close(hits)
+	for h := range hits {
+		if h == "/steal" {
+			t.Error("redirect target contacted")
+		}
+	}
+}
+
+// TestHTTPCancel: cancelling the run aborts the upstream request.
+func TestHTTPCancel(t *testing.T) {
+	got, aborted := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(got)
+		<-r.Context().Done()
+		close(aborted)
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	e := loadProvider(t, Options{RootCAs: roots})
+	p := newProvider(t, e, InstanceConfig{Settings: json.RawMessage(`{"endpoint":"` + srv.URL + `"}`)})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-got; cancel() }()
+	_, err := p.Complete(ctx, input("http:"+srv.URL+"/hang"), &sink{})
+	if protocol.CodeOf(err) != protocol.CodeCancelled {
+		t.Fatalf("err = %v, want CANCELLED", err)
+	}
+	<-aborted
+}
+
+func TestPublicAddr(t *testing.T) {
+	for _, tc := range []struct {
+		ip   string
+		want bool
+	}{
+		{"8.8.8.8", true}, {"2606:4700::1111", true},
+		{"127.0.0.1", false}, {"10.1.2.3", false}, {"172.16.0.1", false}, {"192.168.1.1", false},
+		{"169.254.169.254", false}, {"0.0.0.0", false}, {"100.64.0.1", false}, {"::1", false},
+		{"fe80::1", false}, {"fd00::1", false}, {"::", false}, {"224.0.0.1", false}, {"255.255.255.255", false},
+	} {
+		if got := publicAddr(netip.MustParseAddr(tc.ip).Unmap()); got != tc.want {
+			t.Errorf("publicAddr(%s) = %v, want %v", tc.ip, got, tc.want)
+		}
+	}
+	// IPv4-mapped loopback is caught after Unmap.
+	if publicAddr(netip.MustParseAddr("::ffff:127.0.0.1").Unmap()) {
+		t.Error("mapped loopback is public")
+	}
+}

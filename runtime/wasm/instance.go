@@ -1,0 +1,446 @@
+package wasm
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"adhost/abi"
+	"adhost/runtime"
+)
+
+// instance is one guest module instance. It serves one call at a time.
+type instance struct {
+	x         *Extension
+	mod       api.Module
+	call      api.Function
+	mem       api.Memory
+	stack     []uint64
+	highWater uint32
+	// cur is the call in progress (for nanosleep, which gets no context).
+	cur atomic.Pointer[callState]
+}
+
+// callState is everything the host functions need during one ExportCall.
+// It is reached from the context wazero passes to host functions.
+type callState struct {
+	x    *Extension
+	inst *instance
+	op   abi.Op
+
+	parent context.Context // the caller's context: its end is cancellation
+	ctx    context.Context // parent + watchdog; aborts HTTP
+	cancel context.CancelCauseFunc
+
+	input  []byte
+	config []byte
+	output []byte
+	sink   runtime.TurnSink // OpComplete
+	onProg func()           // OpToolInvoke
+	net    *netPolicy       // nil: no network for this binding
+
+	// Watchdog bookkeeping: inHost > 0 while the guest is inside a host
+	// function; lastExit is when it last left one (Extension.now units).
+	inHost        atomic.Int32
+	lastExit      atomic.Int64
+	watchdogFired atomic.Bool
+
+	trap      error  // set by a host function right before it traps
+	violation string // first ABI misuse of this call (invalid result)
+
+	streamed     int // bytes of text streamed
+	streamedHash maphash.Hash
+
+	handles    map[int32]*httpHandle
+	nextHandle int32
+}
+
+type callKey struct{}
+
+func callOf(ctx context.Context) *callState {
+	cs, _ := ctx.Value(callKey{}).(*callState)
+	return cs
+}
+
+// enter and exit bracket time spent inside the host, which the compute
+// watchdog does not count.
+func (cs *callState) enter() { cs.inHost.Add(1) }
+func (cs *callState) exit() {
+	cs.lastExit.Store(cs.x.now())
+	cs.inHost.Add(-1)
+}
+
+// cancelled reports whether the caller cancelled the call.
+func (cs *callState) cancelled() bool { return cs.parent.Err() != nil }
+
+func (cs *callState) violate(format string, args ...any) {
+	if cs.violation == "" {
+		cs.violation = fmt.Sprintf(format, args...)
+	}
+}
+
+// trapWith records err and aborts the guest call. wazero turns the panic
+// into an error returned from the call; the instance is then discarded.
+func (cs *callState) trapWith(err error) {
+	if cs != nil && cs.trap == nil {
+		cs.trap = err
+	}
+	panic(err)
+}
+
+var epoch = time.Now()
+
+// now is a monotonic clock in nanoseconds.
+func (x *Extension) now() int64 { return int64(time.Since(epoch)) }
+
+// newInstance instantiates the compiled module with the sandbox's module
+// configuration and runs its _initialize under the watchdog.
+func (x *Extension) newInstance(ctx context.Context) (*instance, error) {
+	inst := &instance{x: x, stack: make([]uint64, 1)}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(). // _initialize is called below, under the watchdog
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(inst.nanosleep).
+		WithRandSource(crand.Reader).
+		WithStdout(&guestWriter{x: x, stream: "stdout"}).
+		WithStderr(&guestWriter{x: x, stream: "stderr"})
+	mod, err := x.rt.InstantiateModule(ctx, x.compiled, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInstantiate, oneLine(err))
+	}
+	inst.mod = mod
+	inst.call = mod.ExportedFunction(abi.ExportCall)
+	inst.mem = mod.Memory()
+	if inst.call == nil || inst.mem == nil {
+		_ = mod.Close(ctx)
+		return nil, fmt.Errorf("%w: missing %s or memory", ErrInstantiate, abi.ExportCall)
+	}
+	init := mod.ExportedFunction(abi.ExportInitialize)
+	res := x.run(ctx, inst, &callState{op: 0}, init)
+	if res.err != nil || res.cancelled {
+		_ = mod.Close(context.WithoutCancel(ctx))
+		cause := res.err
+		if cause == nil {
+			cause = context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrInstantiate, abi.ExportInitialize, cause)
+	}
+	start := inst.mem.Size()
+	hw := uint64(start) + 16<<20
+	if x.opts.HighWaterMiB > 0 {
+		hw = uint64(x.opts.HighWaterMiB) << 20
+	}
+	inst.highWater = uint32(min(hw, uint64(x.memLimit), math.MaxUint32))
+	return inst, nil
+}
+
+// nanosleep serves the guest's clock waits (poll_oneoff): a real sleep of
+// at most MaxSleep that ends early when the call is cancelled. wazero's
+// default is a no-op, which makes a guest's time.Sleep spin a core.
+func (inst *instance) nanosleep(ns int64) {
+	d := min(time.Duration(ns), inst.x.maxSleep)
+	if d <= 0 {
+		return
+	}
+	cs := inst.cur.Load()
+	if cs == nil {
+		time.Sleep(d)
+		return
+	}
+	cs.enter()
+	defer cs.exit()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-cs.ctx.Done():
+	}
+}
+
+func (inst *instance) close(ctx context.Context) {
+	_ = inst.mod.Close(ctx)
+}
+
+// release returns the instance to its pool, or discards it.
+func (inst *instance) release(ctx context.Context, discard bool) {
+	inst.x.pool.release(ctx, inst, discard)
+}
+
+// callResult is the raw outcome of one guest call.
+type callResult struct {
+	status    abi.Status
+	output    []byte
+	err       error // private cause: trap, exit, watchdog, host limit
+	cancelled bool  // the caller's context ended
+	watchdog  bool
+	discard   bool
+}
+
+// invoke runs plugin_call(op) on inst.
+func (x *Extension) invoke(ctx context.Context, inst *instance, cs *callState) callResult {
+	return x.run(ctx, inst, cs, inst.call)
+}
+
+// run calls fn (plugin_call or _initialize) with the compute watchdog
+// armed, then classifies the outcome. With close-on-context-done, cancelling
+// the call's context stops a guest wherever it is.
+func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn api.Function) (res callResult) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cs.x, cs.inst = x, inst
+	cs.parent, cs.ctx, cs.cancel = ctx, callCtx, cancel
+	cs.lastExit.Store(x.now())
+	inst.cur.Store(cs)
+	wd := x.startWatchdog(cs)
+
+	var err error
+	if fn == inst.call {
+		inst.stack[0] = uint64(uint32(cs.op))
+		err = fn.CallWithStack(context.WithValue(callCtx, callKey{}, cs), inst.stack)
+	} else {
+		_, err = fn.Call(context.WithValue(callCtx, callKey{}, cs))
+	}
+
+	wd.stop()
+	inst.cur.Store(nil)
+	cs.closeHandles()
+
+	res.output = cs.output
+	switch {
+	case cs.watchdogFired.Load() && ctx.Err() == nil:
+		res.err, res.watchdog, res.discard = errWatchdog, true, true
+	case ctx.Err() != nil:
+		res.cancelled, res.discard = true, true
+		res.err = err
+	case err != nil:
+		res.discard = true
+		var ee *sys.ExitError
+		switch {
+		case cs.trap != nil:
+			res.err = cs.trap
+		case errors.As(err, &ee):
+			res.err = fmt.Errorf("guest exited with code %d", ee.ExitCode())
+		default:
+			res.err = fmt.Errorf("guest trapped: %s", firstLine(err.Error()))
+		}
+	default:
+		if fn == inst.call {
+			res.status = abi.Status(int32(uint32(inst.stack[0])))
+			if res.status != abi.StatusOK {
+				res.discard = true
+			}
+		}
+	}
+	if cs.violation != "" || inst.mod.IsClosed() || inst.mem.Size() > inst.highWater {
+		res.discard = true
+	}
+	return res
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// watchdog stops a guest that computes for longer than the extension's
+// compute limit without entering the host. Host functions only store two
+// atomics; the timer re-arms itself to the remaining budget.
+type watchdog struct {
+	t    *time.Timer
+	done atomic.Bool
+}
+
+func (x *Extension) startWatchdog(cs *callState) *watchdog {
+	limit := x.computeLimit
+	w := &watchdog{}
+	check := func() {
+		if w.done.Load() {
+			return
+		}
+		if cs.inHost.Load() > 0 {
+			w.t.Reset(limit)
+			return
+		}
+		busy := time.Duration(x.now() - cs.lastExit.Load())
+		if busy >= limit {
+			cs.watchdogFired.Store(true)
+			cs.cancel(errWatchdog)
+			return
+		}
+		w.t.Reset(limit - busy)
+	}
+	w.t = time.AfterFunc(time.Duration(math.MaxInt64), check)
+	w.t.Reset(limit)
+	return w
+}
+
+func (w *watchdog) stop() {
+	w.done.Store(true)
+	w.t.Stop()
+}
+
+// pool bounds the instances of one extension. A token in sem is held for
+// each call in flight; idle instances are kept warm and reused.
+type pool struct {
+	x    *Extension
+	sem  chan struct{}
+	base context.Context // background refills; done once the pool is closed
+	stop context.CancelFunc
+
+	mu     sync.Mutex
+	idle   []*instance
+	live   int // idle + in use + being created
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newPool(x *Extension, size int) *pool {
+	base, stop := context.WithCancel(context.Background())
+	return &pool{x: x, sem: make(chan struct{}, size), base: base, stop: stop}
+}
+
+// put adds a fresh instance created outside acquire (at Load).
+func (p *pool) put(inst *instance) {
+	p.mu.Lock()
+	p.live++
+	p.idle = append(p.idle, inst)
+	p.mu.Unlock()
+}
+
+// acquire returns an idle instance, or creates one when fewer than the cap
+// exist, or waits for one respecting ctx.
+func (p *pool) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.base.Done():
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.sem
+		return nil, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		inst := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return inst, nil
+	}
+	p.live++
+	p.mu.Unlock()
+	inst, err := p.x.newInstance(ctx)
+	if err != nil {
+		p.mu.Lock()
+		p.live--
+		p.mu.Unlock()
+		<-p.sem
+		return nil, err
+	}
+	return inst, nil
+}
+
+// release returns inst to the idle list or discards it; after a discard it
+// starts a background refill when no idle instance is left, so the next
+// call does not pay for instantiation.
+func (p *pool) release(ctx context.Context, inst *instance, discard bool) {
+	p.mu.Lock()
+	if !discard && !p.closed {
+		p.idle = append(p.idle, inst)
+		p.mu.Unlock()
+		<-p.sem
+		return
+	}
+	p.live--
+	refill := !p.closed && len(p.idle) == 0 && p.live < cap(p.sem)
+	if refill {
+		p.live++
+		p.wg.Add(1)
+	}
+	p.mu.Unlock()
+	inst.close(context.WithoutCancel(ctx))
+	<-p.sem
+	if refill {
+		go p.refill()
+	}
+}
+
+func (p *pool) refill() {
+	defer p.wg.Done()
+	inst, err := p.x.newInstance(p.base)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.live--
+		if p.base.Err() == nil {
+			p.x.log.Warn("extension instance refill failed", "err", err)
+		}
+		return
+	}
+	if p.closed {
+		p.live--
+		inst.close(context.Background())
+		return
+	}
+	p.idle = append(p.idle, inst)
+}
+
+// close refuses new calls, waits (up to ctx) for calls in flight and for
+// refills, and closes every idle instance.
+func (p *pool) close(ctx context.Context) {
+	p.stop() // wakes waiting acquires and stops refills
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.live -= len(idle)
+	p.mu.Unlock()
+	for _, inst := range idle {
+		inst.close(ctx)
+	}
+	for range cap(p.sem) {
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+	}
+	p.wg.Wait()
+}
+
+// Stats is a snapshot of an extension's pool.
+type Stats struct {
+	Idle, Live, InUse, Cap int
+}
+
+// Stats reports the pool's state (for status pages and tests).
+func (x *Extension) Stats() Stats {
+	p := x.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{Idle: len(p.idle), Live: p.live, InUse: len(p.sem), Cap: cap(p.sem)}
+}

@@ -1,0 +1,97 @@
+package wasm
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"adhost/abi"
+)
+
+func TestLoadRefuses(t *testing.T) {
+	good := pinOf(t, "provider", "hostile", "1.0.0")
+	dir := t.TempDir()
+	raw, _ := os.ReadFile(good.Path)
+	flipped := append([]byte{}, raw...)
+	flipped[len(flipped)/2] ^= 1
+	flippedPath := writeFile(t, dir, "flipped.wasm", flipped)
+	noManifest := writeFile(t, dir, "plain.wasm", []byte("\x00asm\x01\x00\x00\x00"))
+	notWasm := writeFile(t, dir, "text.wasm", []byte("hello"))
+
+	for _, tc := range []struct {
+		name    string
+		pin     Pin
+		want    error
+		wantSub []string
+	}{
+		{"digest mismatch", Pin{ID: "hostile", Version: "1.0.0", Path: flippedPath, SHA256: good.SHA256}, ErrDigestMismatch,
+			[]string{"hostile@1.0.0", "expected " + good.SHA256, "actual "}},
+		{"pin id", Pin{ID: "other", Version: "1.0.0", Path: good.Path, SHA256: good.SHA256}, ErrPinMismatch, []string{`expected "other", actual "hostile"`}},
+		{"pin version", Pin{ID: "hostile", Version: "1.0.1", Path: good.Path, SHA256: good.SHA256}, ErrPinMismatch, []string{`expected "1.0.1", actual "1.0.0"`}},
+		{"missing marker", pinOf(t, "nomarker", "nomarker", "0.2.0"), ErrNoMarker, []string{"plugin_abi_v1"}},
+		{"unknown marker", pinOf(t, "abiv9", "abiv9", "0.2.0"), ErrUnsupportedABI, []string{"plugin_abi_v9"}},
+		{"import not allowed", pinOf(t, "nonet", "hostile", "1.0.0"), ErrImportDenied, []string{"llmhost.http_", "[network]"}},
+		{"info disagrees", pinOf(t, "liar", "liar", "1.0.0"), ErrInfoMismatch, []string{`id expected "liar", actual "hostile"`}},
+		{"no manifest", pinFor(t, noManifest, "x", "1.0.0"), ErrManifest, nil},
+		{"not wasm", pinFor(t, notWasm, "x", "1.0.0"), ErrManifest, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, err := Load(t.Context(), tc.pin, Options{Cache: sharedCache})
+			if err == nil {
+				x.Close(t.Context())
+				t.Fatal("Load succeeded")
+			}
+			if !errors.Is(err, tc.want) {
+				t.Errorf("Load error = %v, want %v", err, tc.want)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error is not one line: %q", msg)
+			}
+			for _, sub := range tc.wantSub {
+				if !strings.Contains(msg, sub) {
+					t.Errorf("error %q does not contain %q", msg, sub)
+				}
+			}
+		})
+	}
+	if _, err := Load(t.Context(), Pin{ID: "x", Version: "1.0.0", Path: dir + "/missing.wasm"}, Options{}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func pinFor(t *testing.T, path, id, version string) Pin {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Pin{ID: id, Version: version, Path: path, SHA256: sha256Hex(b)}
+}
+
+func TestLoadCacheDir(t *testing.T) {
+	dir := t.TempDir() + "/cache"
+	e := loadGuest(t, "tool", "tooltest", "0.2.0", Options{CacheDir: dir})
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("cache dir mode = %v, %v", fi.Mode().Perm(), err)
+	}
+	if e.x.Manifest().Kind != abi.KindTool {
+		t.Errorf("kind = %s", e.x.Manifest().Kind)
+	}
+	open := t.TempDir() + "/open"
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(t.Context(), pinOf(t, "tool", "tooltest", "0.2.0"), Options{CacheDir: open})
+	if !errors.Is(err, ErrCacheDirUnsafe) {
+		t.Errorf("Load with a 0755 cache dir: %v, want ErrCacheDirUnsafe", err)
+	}
+}
+
+func TestCheckImportsKV(t *testing.T) {
+	// kv_* are in the table but refused until the host serves them.
+	if hf := hostTable[abi.HostKVGet]; !hf.kv || hf.fn != nil {
+		t.Error("kv_get must be reserved")
+	}
+}

@@ -1,0 +1,41 @@
+// Package sdk is what an adhost plugin author imports: plain Go for a
+// provider (Complete, optionally Inspect) or a tool set (List, Invoke), with
+// the WebAssembly glue, buffers, errors and statuses of ABI v1 (package abi)
+// done here.
+//
+// A plugin is a package main built with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false
+//
+// that registers itself from init:
+//
+//	func main() {}
+//
+//	func init() {
+//		sdk.SetInfo("echo", "1.0.0") // must match manifests/echo.toml
+//		sdk.RegisterProvider(provider{})
+//	}
+//
+// The host calls the module's plugin_call export once per operation; the
+// SDK decodes the op's input, calls the registered value with a *Call (the
+// handle for streaming, HTTP, logging, cancellation and configuration during
+// that one operation), and encodes its result or error. The same logic runs
+// natively under package sdktest, so adapters are unit-tested without wasm.
+//
+// # Cost on the hot path
+//
+// Guest CPU is expensive (the host runs guests with close-on-context-done,
+// 5–24× slower than native). The per-event path therefore avoids reflection
+// and allocation: EmitText and EmitTextBytes pass the caller's bytes to the
+// host without copying, Response.NextEvent reuses one buffer, and the
+// package jsonscan pulls fields out of event JSON without encoding/json.
+// encoding/json is used only once per operation (input and result).
+//
+// # Panics
+//
+// The glue does not recover panics. In wasm a panic aborts the call with a
+// trap; the host then discards the instance and reports a plugin failure
+// (INTERNAL_ERROR). Recovering would keep a possibly corrupted instance
+// (half-updated globals, leaked handles) in the pool, and would hide bugs
+// that a trap makes loud.
+package sdk

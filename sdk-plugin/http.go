@@ -1,0 +1,188 @@
+package sdk
+
+import (
+	"encoding/json"
+	"io"
+
+	"adhost/abi"
+)
+
+// HTTP starts an outgoing request through the host and returns once the
+// response headers arrived. The host enforces the manifest's origins, adds
+// the configured credential and static headers, and never follows
+// redirects; a refusal or failure is an *HTTPError (errors.Is(err,
+// ErrCancelled) when the run was cancelled). A non-2xx status is not an
+// error: check Response.Status (see ResponseError).
+//
+// Set req.Stream for a Server-Sent Events response read with NextEvent. The
+// caller must Close the response; the SDK closes forgotten ones when the
+// call returns.
+func (c *Call) HTTP(req *abi.HTTPRequest, body []byte) (*Response, error) {
+	meta, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	h := c.h.HTTPStart(meta, body)
+	if h < 0 {
+		return nil, &HTTPError{Errno: abi.Errno(h)}
+	}
+	if h == 0 {
+		return nil, &HTTPError{Errno: abi.ErrBadHandle}
+	}
+	r := &Response{c: c, handle: h}
+	if c.scratch == nil {
+		c.scratch = make([]byte, 1024)
+	}
+	buf := c.scratch[:cap(c.scratch)]
+	for {
+		n := c.h.HTTPHead(h, buf)
+		if n < 0 {
+			c.h.HTTPClose(h)
+			return nil, &HTTPError{Errno: abi.Errno(n)}
+		}
+		if int(n) <= len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, n)
+	}
+	c.scratch = buf[:0]
+	var head abi.HTTPResponse
+	if err := json.Unmarshal(buf, &head); err != nil {
+		c.h.HTTPClose(h)
+		return nil, &HTTPError{Errno: abi.ErrBadRequest}
+	}
+	r.Status, r.Header = head.Status, head.Headers
+	if r.Header == nil {
+		r.Header = map[string]string{}
+	}
+	c.open = append(c.open, r)
+	c.cleanup = (*Call).closeAll
+	return r, nil
+}
+
+// Response is an upstream response whose body is read through the host:
+// raw with Read/ReadAll, or as Server-Sent Events framed by the host with
+// NextEvent.
+type Response struct {
+	Status int
+	// Header holds the first value of each header, names in lower case.
+	Header map[string]string
+
+	c      *Call
+	handle int32
+	eof    bool
+	closed bool
+	ev     []byte // event buffer, reused across NextEvent calls
+}
+
+// maxEventFrame bounds the buffer NextEvent grows to; the host caps one
+// response's event data at abi.MaxStreamBytes.
+const maxEventFrame = abi.MaxStreamBytes + 64<<10
+
+// Read reads raw body bytes (io.Reader). A non-streamed body larger than
+// abi.MaxResponseBytes fails with an *HTTPError (abi.ErrLimit).
+func (r *Response) Read(p []byte) (int, error) {
+	if r.closed {
+		return 0, &HTTPError{Errno: abi.ErrBadHandle}
+	}
+	if r.eof {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	v := r.c.h.HTTPRead(r.handle, p)
+	if v < 0 {
+		return 0, &HTTPError{Errno: abi.Errno(v)}
+	}
+	n, eof := abi.UnpackEOF(v)
+	if int(n) > len(p) {
+		return 0, &HTTPError{Errno: abi.ErrBadRequest}
+	}
+	r.eof = eof
+	if n == 0 && eof {
+		return 0, io.EOF
+	}
+	return int(n), nil
+}
+
+// ReadAll reads the rest of the body. A body longer than limit bytes (at most
+// abi.MaxResponseBytes, the host's own bound) is an *Error with code
+// RESPONSE_TOO_LARGE, ready to return from Complete.
+func (r *Response) ReadAll(limit int) ([]byte, error) {
+	limit = min(max(limit, 0), abi.MaxResponseBytes)
+	b := make([]byte, 0, min(limit+1, 4096))
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if len(b) > limit {
+			return nil, &Error{Code: CodeResponseTooLarge, Message: "upstream body exceeds the plugin's limit"}
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// NextEvent returns the next Server-Sent Event of a streamed response, framed
+// by the host (comments and data-less events are skipped; name is "message"
+// when the event had none; data lines are joined by '\n'). It returns io.EOF
+// when the stream ended; whether it ended cleanly is the adapter's judgement
+// (vendors mark the end in-band). name and data alias a buffer that is
+// reused: they are valid until the next NextEvent or Close.
+func (r *Response) NextEvent() (name, data []byte, err error) {
+	if r.closed {
+		return nil, nil, &HTTPError{Errno: abi.ErrBadHandle}
+	}
+	if r.eof {
+		return nil, nil, io.EOF
+	}
+	if r.ev == nil {
+		r.ev = make([]byte, 4096)
+	}
+	for {
+		v := r.c.h.HTTPNextEvent(r.handle, r.ev)
+		if v < 0 {
+			return nil, nil, &HTTPError{Errno: abi.Errno(v)}
+		}
+		n, eof := abi.UnpackEOF(v)
+		if int(n) > len(r.ev) {
+			// Nothing was consumed: grow to the frame's size and ask again.
+			if n > maxEventFrame {
+				return nil, nil, &HTTPError{Errno: abi.ErrLimit}
+			}
+			r.ev = make([]byte, max(int(n), 2*len(r.ev)))
+			continue
+		}
+		r.eof = eof
+		if n == 0 && eof {
+			return nil, nil, io.EOF
+		}
+		name, data = abi.SplitEvent(r.ev[:n])
+		return name, data, nil
+	}
+}
+
+// Close releases the request; it aborts the transfer if the body was not
+// read to the end. Closing twice is a no-op.
+func (r *Response) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.c.h.HTTPClose(r.handle)
+	for i, o := range r.c.open {
+		if o == r {
+			r.c.open = append(r.c.open[:i], r.c.open[i+1:]...)
+			break
+		}
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"adhost/runtime"
+)
+
+// ErrNotFound is returned when a looked-up item does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// Options configure a Store. The zero value is a file-backed store with a
+// value-log GC pass every 10 minutes and Badger's logs discarded.
+type Options struct {
+	// InMemory keeps everything in memory (tests); dir is then ignored.
+	InMemory bool
+	// GCInterval is the period of the value-log GC; 0 means 10 minutes.
+	GCInterval time.Duration
+	// Logger receives Badger's warnings and errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the Badger-backed persistence of one host. It is safe for
+// concurrent use.
+type Store struct {
+	db   *badger.DB
+	log  *slog.Logger
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+var _ runtime.UsageSink = (*Store)(nil)
+
+const (
+	layoutKey     = "v1/meta/layout"
+	layoutVersion = "1"
+	usagePrefix   = "v1/usage/"
+	qualPrefix    = "v1/qual/"
+	maxTxnRetries = 5
+)
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	bo := badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{log}).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(16 << 20).
+		WithValueLogFileSize(128 << 20).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20)
+	if opts.InMemory {
+		bo = bo.WithDir("").WithValueDir("").WithInMemory(true)
+	} else {
+		if dir == "" {
+			return nil, errors.New("store: no directory")
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, log: log, stop: make(chan struct{})}
+	if err := s.initLayout(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if !opts.InMemory {
+		interval := opts.GCInterval
+		if interval <= 0 {
+			interval = 10 * time.Minute
+		}
+		s.wg.Go(func() { s.gcLoop(interval) })
+	}
+	return s, nil
+}
+
+// initLayout records the key layout on first open and refuses a database
+// written with a layout this build does not know.
+func (s *Store) initLayout() error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(layoutKey))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set([]byte(layoutKey), []byte(layoutVersion))
+		}
+		if err != nil {
+			return fmt.Errorf("store: read layout: %w", err)
+		}
+		return item.Value(func(v []byte) error {
+			if string(v) != layoutVersion {
+				return fmt.Errorf("store: unsupported layout %q (this build knows %q)", v, layoutVersion)
+			}
+			return nil
+		})
+	})
+}
+
+func (s *Store) gcLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			// Rewrite value-log files while at least half of one is garbage;
+			// ErrNoRewrite ends the pass.
+			for s.db.RunValueLogGC(0.5) == nil {
+				select {
+				case <-s.stop:
+					return
+				default:
+				}
+			}
+		}
+	}
+}
+
+// Close stops the GC goroutine and closes the database. It is safe to call
+// more than once.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// update runs fn in a read-write transaction, retrying conflicts a bounded
+// number of times.
+func (s *Store) update(ctx context.Context, fn func(txn *badger.Txn) error) error {
+	var err error
+	for range maxTxnRetries {
+		if err = ctx.Err(); err != nil {
+			return err
+		}
+		err = s.db.Update(fn)
+		if !errors.Is(err, badger.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+// be8 encodes n as 8 bytes big-endian (negative values clamp to 0).
+func be8(n int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(max(n, 0)))
+	return b[:]
+}
+
+func key(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// RecordUsage keeps one usage record (runtime.UsageSink). Records are keyed
+// by finish time, then run id, so listing is chronological; recording the
+// same run twice overwrites.
+func (s *Store) RecordUsage(ctx context.Context, rec *runtime.UsageRecord) error {
+	if rec == nil || rec.RunID == "" {
+		return errors.New("store: usage record without run id")
+	}
+	finished, err := time.Parse(time.RFC3339Nano, rec.FinishedAt)
+	if err != nil {
+		return fmt.Errorf("store: usage record %s: finishedAt: %w", rec.RunID, err)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("store: usage record %s: %w", rec.RunID, err)
+	}
+	k := key([]byte(usagePrefix), be8(finished.UnixNano()), []byte("/"+rec.RunID))
+	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(k, b) })
+}
+
+// Usage calls fn for each usage record finished at or after since, oldest
+// first, until fn returns false.
+func (s *Store) Usage(ctx context.Context, since time.Time, fn func(*runtime.UsageRecord) bool) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		prefix := []byte(usagePrefix)
+		start := prefix
+		if !since.IsZero() {
+			start = key(prefix, be8(since.UnixNano()))
+		}
+		for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var rec runtime.UsageRecord
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
+				return fmt.Errorf("store: usage record %q: %w", it.Item().Key(), err)
+			}
+			if !fn(&rec) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Qualification is a stored qualification report of one extension digest.
+type Qualification struct {
+	Digest  string
+	Created time.Time
+	Report  json.RawMessage
+}
+
+// PutQualification stores a qualification report (JSON) for the extension
+// module with the given sha256 digest. Reports accumulate; Latest returns
+// the newest.
+func (s *Store) PutQualification(ctx context.Context, digest string, created time.Time, report json.RawMessage) error {
+	if len(digest) != 64 {
+		return fmt.Errorf("store: qualification: digest %q is not a sha256 hex digest", digest)
+	}
+	if !json.Valid(report) {
+		return errors.New("store: qualification: report is not valid JSON")
+	}
+	k := key([]byte(qualPrefix+digest+"/"), be8(created.UnixNano()))
+	v := bytes.Clone(report)
+	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(k, v) })
+}
+
+// LatestQualification returns the newest report for digest, or ErrNotFound.
+func (s *Store) LatestQualification(ctx context.Context, digest string) (*Qualification, error) {
+	var q *Qualification
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Reverse = true
+		prefix := []byte(qualPrefix + digest + "/")
+		opts.Prefix = prefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		// In reverse mode Seek finds the last key ≤ the seek key.
+		it.Seek(key(prefix, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}))
+		if !it.ValidForPrefix(prefix) {
+			return ErrNotFound
+		}
+		item := it.Item()
+		k := item.Key()
+		if len(k) != len(prefix)+8 {
+			return fmt.Errorf("store: malformed qualification key %q", k)
+		}
+		ns := int64(binary.BigEndian.Uint64(k[len(prefix):]))
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		q = &Qualification{Digest: digest, Created: time.Unix(0, ns).UTC(), Report: v}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// badgerLogger forwards Badger's warnings and errors to slog; its info and
+// debug chatter (compactions, replays) is dropped.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + trim(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + trim(fmt.Sprintf(f, a...))) }
+func (badgerLogger) Infof(string, ...any)          {}
+func (badgerLogger) Debugf(string, ...any)         {}
+
+func trim(s string) string { return string(bytes.TrimRight([]byte(s), "\n")) }
