@@ -5,5 +5,8 @@
 // ports and no sleeps: every wait is on a process event or a line of
 // output, bounded by the test's deadline.
 //
-// The package has no code of its own; see e2e_test.go.
+// e2e_test.go holds the harness (newSite, startServer, adhost) and the
+// operator-facing tests (health, SIGTERM, pins, reproducible digests);
+// scenarios_test.go, errmatrix_test.go and cli_run_test.go drive the wire
+// protocol's conformance scenarios and error matrix through it.
 package e2e

@@ -3,30 +3,46 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"adhost/client"
 	"adhost/host/config"
 	"adhost/internal/testenv"
+	"adhost/runtime/protocol"
 )
 
-// adhostBin is the freshly built command, shared by every test.
+// adhostBin is the command under test: $ADHOST_BIN when set (make test
+// points it at the bin/adhost it just built), else a fresh build. wasmCache
+// is a compilation cache shared by every test host, so only the first one
+// pays for compiling the plugins.
 var (
 	adhostBin string
 	buildErr  error
+	wasmCache string
 )
 
 func TestMain(m *testing.M) {
@@ -35,11 +51,18 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	adhostBin = filepath.Join(dir, "adhost")
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", adhostBin, "./host/cmd/adhost")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("build adhost: %v\n%s", err, out)
+	wasmCache = filepath.Join(dir, "wasm-cache")
+	if err := os.Mkdir(wasmCache, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if adhostBin = os.Getenv("ADHOST_BIN"); adhostBin == "" {
+		adhostBin = filepath.Join(dir, "adhost")
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", adhostBin, "./host/cmd/adhost")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build adhost: %v\n%s", err, out)
+		}
 	}
 	code := m.Run()
 	testenv.Cleanup()
@@ -102,6 +125,9 @@ func newSite(t *testing.T) *site {
 	}
 	s.token = strings.Repeat("e2e-token-", 4)
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(wasmCache, filepath.Join(dir, "data", "wasm-cache")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "data", "dev.token"), []byte(s.token+"\n"), 0o600); err != nil {
@@ -310,11 +336,143 @@ func TestServeHealthAndSIGTERM(t *testing.T) {
 	}
 }
 
-// TestRunScenarios is where the wire-core end-to-end scenarios go: every
-// conformance scenario of wire-core §16 over JSON and SSE with the Go
-// client, and the error matrix, against the same kind of server.
-func TestRunScenarios(t *testing.T) {
-	t.Skip("TODO(H4/H5): drive the §16 scenarios and the §7.2 error matrix with package client against startServer")
+// TestServeTLS serves HTTPS with a certificate from host.toml and checks it
+// with a client that trusts only the test CA.
+func TestServeTLS(t *testing.T) {
+	s := newSite(t)
+	certPEM, keyPEM := selfSigned(t)
+	os.WriteFile(filepath.Join(s.dir, "cert.pem"), certPEM, 0o644)
+	os.WriteFile(filepath.Join(s.dir, "key.pem"), keyPEM, 0o600)
+	doc, _ := os.ReadFile(s.config)
+	doc = []byte(strings.Replace(string(doc), "version = 1\n", "version = 1\n\n[server]\ntls_cert = \"cert.pem\"\ntls_key = \"key.pem\"\n", 1))
+	if err := os.WriteFile(s.config, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, s)
+	if !strings.HasPrefix(srv.URL, "https://127.0.0.1:") {
+		t.Fatalf("listening on %q, want https", srv.URL)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get(srv.URL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Errorf("/health over TLS: %d, HSTS %q", resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
+	}
+	if resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
+		t.Errorf("TLS state %+v", resp.TLS)
+	}
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
+
+// selfSigned returns a PEM certificate for 127.0.0.1 and its key.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "adhost e2e"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// TestRunBasics drives a few runs through the built binary with the Go
+// client (JSON, SSE, the tool loop), stops the host and checks the usage
+// records it flushed.
+func TestRunBasics(t *testing.T) {
+	s := newSite(t)
+	srv := startServer(t, s)
+	c, err := client.New(srv.URL, client.WithToken(s.token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	res, err := c.Run(ctx, &protocol.RunRequest{Provider: "fixture", Model: "fixture-model", Input: "conformance:text"})
+	if err != nil {
+		t.Fatalf("JSON run: %v", err)
+	}
+	if res.Text != "Hello fixture" {
+		t.Errorf("JSON text = %q", res.Text)
+	}
+	var deltas strings.Builder
+	res2, err := c.Stream(ctx, &protocol.RunRequest{Provider: "fixture", Model: "fixture-model", Input: "conformance:text"},
+		func(ev client.Event) error {
+			if ev.Type == "text.delta" {
+				deltas.WriteString(ev.Text)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatalf("SSE run: %v", err)
+	}
+	if res2.Text != "Hello fixture" || deltas.String() != res2.Text {
+		t.Errorf("SSE text = %q, deltas %q", res2.Text, deltas.String())
+	}
+	res3, err := c.Run(ctx, &protocol.RunRequest{Provider: "fixture", Model: "fixture-model", Input: "conformance:tools", Tools: []string{"conformance_lookup"}})
+	if err != nil {
+		t.Fatalf("tools run: %v", err)
+	}
+	if res3.Text != "tool receipt: 7" || res3.Steps != 2 {
+		t.Errorf("tools run = %q in %d steps", res3.Text, res3.Steps)
+	}
+	_, err = c.Run(ctx, &protocol.RunRequest{Provider: "fixture", Model: "other-model", Input: "x"})
+	if got := client.CodeOf(err); got != protocol.CodeUnsupportedModel {
+		t.Errorf("disallowed model: code %s, want %s", got, protocol.CodeUnsupportedModel)
+	}
+
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code %d\n%s", code, srv.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "usage.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Schema, RunID, HostID, Subject, Status string
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("usage line %q: %v", line, err)
+		}
+		if rec.Schema != "agenticdriver.usage.v2" || rec.HostID != "e2e" || rec.Subject != "dev-user" {
+			t.Errorf("usage record %s", line)
+		}
+		runs[rec.RunID] = true
+		if strings.Contains(line, "Hello fixture") || strings.Contains(line, "conformance:") {
+			t.Errorf("usage record carries prompt or output: %s", line)
+		}
+	}
+	for _, r := range []*protocol.RunResult{res, res2, res3} {
+		if !runs[r.RunID] {
+			t.Errorf("no usage record for run %s", r.RunID)
+		}
+	}
 }
 
 func TestPluginsVerify(t *testing.T) {
@@ -365,6 +523,113 @@ func TestFlippedByteIsRefused(t *testing.T) {
 	}
 }
 
+// TestServeRefusesMissingCredential: a vendor provider whose credential
+// slot is not configured, or whose key variable is unset, refuses to start
+// naming the slot or the variable (and never prints a key).
+func TestServeRefusesMissingCredential(t *testing.T) {
+	s := newSite(t)
+	oa := copyPlugin(t, s.dir, "openai", "1.0.0")
+	base, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := fmt.Sprintf("\n[[extensions]]\nid = \"openai\"\nversion = \"1.0.0\"\nmodule = %q\nsha256 = %q\n", filepath.Base(oa.path), oa.digest)
+	prov := "\n[[providers]]\nid = \"openai-main\"\nextension = \"openai@1.0.0\"\nmodels = [\"gpt-4.1-mini\"]\n"
+	for _, tc := range []struct {
+		name, extra, want string
+	}{
+		{"slot not configured", "", `credential slot "api_key"`},
+		{"variable unset", `secrets = { api_key = { env = "ADHOST_E2E_UNSET_KEY" } }` + "\n", "ADHOST_E2E_UNSET_KEY is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(s.config, []byte(string(base)+pin+prov+tc.extra), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := adhost(t, "serve", "--config", s.config, "--listen", "127.0.0.1:0")
+			if code == 0 || strings.Contains(stdout, "listening on") {
+				t.Fatalf("serve started: exit %d\n%s", code, stdout)
+			}
+			if !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "openai-main") {
+				t.Errorf("stderr lacks %q and the provider id:\n%s", tc.want, stderr)
+			}
+		})
+	}
+}
+
+// TestQualify runs `adhost qualify` for the fixture (no network, as
+// configured) and for the openai adapter against the loopback simulator,
+// and checks the reports it writes.
+func TestQualify(t *testing.T) {
+	s := newSite(t)
+	oa := copyPlugin(t, s.dir, "openai", "1.0.0")
+	doc, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = append(doc, fmt.Sprintf("\n[[extensions]]\nid = \"openai\"\nversion = \"1.0.0\"\nmodule = %q\nsha256 = %q\n"+
+		"\n[[providers]]\nid = \"openai-main\"\nextension = \"openai@1.0.0\"\nmodels = [\"gpt-4.1-mini\"]\n"+
+		"secrets = { api_key = { env = \"ADHOST_E2E_UNSET_KEY\" } }\n", filepath.Base(oa.path), oa.digest)...)
+	if err := os.WriteFile(s.config, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(s.dir, "reports")
+	for _, tc := range []struct{ provider, id, digest string }{
+		{"fixture", "fixture", s.plugins["fixture"].digest},
+		{"openai-main", "openai", oa.digest},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			code, stdout, stderr := adhost(t, "qualify", "--config", s.config, "--provider", tc.provider, "--model", "fixture-model", "--out", out)
+			if code != 0 {
+				t.Fatalf("qualify: exit %d\n%s%s", code, stdout, stderr)
+			}
+			b, err := os.ReadFile(filepath.Join(out, "qualify-"+tc.id+"-1.0.0-fixture-model-simulate.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				Passed    bool
+				Extension struct{ ID, SHA256 string }
+				Scenarios []struct{ Name, Status string }
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Passed || rep.Extension.ID != tc.id || rep.Extension.SHA256 != tc.digest || len(rep.Scenarios) == 0 {
+				t.Errorf("report %s", b)
+			}
+			if _, err := os.Stat(filepath.Join(out, "qualify-"+tc.id+"-1.0.0-fixture-model-simulate.md")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// --live needs the configured credential: refused before any request.
+	code, _, stderr := adhost(t, "qualify", "--config", s.config, "--provider", "openai-main", "--model", "gpt-4.1-mini", "--live", "--out", out)
+	if code == 0 || !strings.Contains(stderr, "ADHOST_E2E_UNSET_KEY is not set") {
+		t.Errorf("--live without the key: exit %d\n%s", code, stderr)
+	}
+}
+
+// pinToolchain returns the Go release of go.mod ("toolchain goX" or else
+// "go X" with a patch version), or "" when go.mod names no exact release.
+func pinToolchain(t *testing.T, root string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goLine string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "toolchain" {
+			return f[1]
+		}
+		if len(f) == 2 && f[0] == "go" && strings.Count(f[1], ".") == 2 {
+			goLine = "go" + f[1]
+		}
+	}
+	return goLine
+}
+
 // TestReproducibleDigests proves that a fresh build of each pinned plugin
 // produces the sha256 committed in the repository's host.toml (and, when
 // `make build` has run, the same bytes as build/plugins).
@@ -383,6 +648,11 @@ func TestReproducibleDigests(t *testing.T) {
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("cannot build plugins: go command not found")
+	}
+	// Same toolchain ⇒ same bytes: the committed pins are made with the Go
+	// release go.mod names; another release legitimately builds other bytes.
+	if want := pinToolchain(t, root); want != "" && goruntime.Version() != want {
+		t.Skipf("the pins in host.toml are built with %s; this toolchain is %s", want, goruntime.Version())
 	}
 	for _, e := range cfg.Extensions {
 		t.Run(e.Ref(), func(t *testing.T) {

@@ -186,7 +186,11 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		}
 	}
 
-	// Verify and compile every pin before anything else can fail late.
+	if err := cliPrecheck(cfg); err != nil {
+		return nil, err
+	}
+	// Compile every pin and instantiate one guest each before anything
+	// else can fail late.
 	cacheDir := filepath.Join(cfg.Store.Path, "wasm-cache")
 	for _, e := range cfg.Extensions {
 		x, err := cliLoadExtension(ctx, e, cacheDir, log)

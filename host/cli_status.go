@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,13 +18,6 @@ import (
 	"adhost/host/config"
 	"adhost/store"
 )
-
-// cliQualify is `adhost qualify`: provider qualification comes with a
-// later issue; until then it says so and exits 2.
-func cliQualify(_ context.Context, env *cliEnv, _ []string) int {
-	fmt.Fprintln(env.stderr, "adhost qualify: not yet available (provider qualification reports come in a later release)")
-	return cliExitUsage
-}
 
 // cliStatus is `adhost status`: the health of a running host and, with a
 // token, its protocol features and providers.
@@ -132,6 +126,7 @@ func cliDoctor(ctx context.Context, env *cliEnv, args []string) int {
 		}
 	}
 	check("provider secrets", errors.Join(serrs...))
+	check("pins and bindings", cliPrecheck(cfg))
 
 	log := slog.New(slog.DiscardHandler)
 	for _, e := range cfg.Extensions {
@@ -182,10 +177,6 @@ func cliSortedKeys[V any](m map[string]V) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
+	slices.Sort(keys)
 	return keys
 }

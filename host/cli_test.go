@@ -1,12 +1,17 @@
 package host
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"adhost/runtime/manifest"
@@ -62,10 +67,17 @@ func TestCLIUsage(t *testing.T) {
 	}
 }
 
-func TestCLIQualifyNotYet(t *testing.T) {
-	code, _, stderr := cliTestRun(t, "qualify", "--provider", "fixture", "--model", "m")
-	if code != 2 || !strings.Contains(stderr, "not yet available") {
-		t.Errorf("code %d, stderr %q", code, stderr)
+func TestCLIQualifyArguments(t *testing.T) {
+	if code, _, stderr := cliTestRun(t, "qualify"); code != cliExitUsage || !strings.Contains(stderr, "usage: adhost qualify") {
+		t.Errorf("no flags: code %d, stderr %q", code, stderr)
+	}
+	cfg, _, _ := cliTestConfig(t)
+	code, _, stderr := cliTestRun(t, "qualify", "--config", cfg, "--provider", "nope", "--model", "m")
+	if code != cliExitFail || !strings.Contains(stderr, `no [[providers]] entry with id "nope"`) {
+		t.Errorf("unknown provider: code %d, stderr %q", code, stderr)
+	}
+	if got := cliReportName("openai", "1.0.0", "gpt-4.1/mini", "live"); got != "qualify-openai-1.0.0-gpt-4.1_mini-live" {
+		t.Errorf("cliReportName = %q", got)
 	}
 }
 
@@ -300,4 +312,87 @@ func TestCLIRandomUUID(t *testing.T) {
 	if a == b || len(a) != 36 || a[14] != '4' {
 		t.Errorf("uuids %q %q", a, b)
 	}
+}
+
+// TestCLIServeLifecycle runs `serve` in process with a configuration that
+// needs no extension: it listens on a free port, prints the listening
+// line, answers /health and /v1/protocol, writes nothing secret to its log,
+// and exits 0 when its context ends (what SIGINT/SIGTERM do).
+func TestCLIServeLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	token := strings.Repeat("k", 48)
+	os.WriteFile(filepath.Join(dir, "t.token"), []byte(token), 0o600)
+	cfg := filepath.Join(dir, "host.toml")
+	os.WriteFile(cfg, []byte("version = 1\n[server]\nlisten = \"127.0.0.1:0\"\n[usage]\njsonl = \"data/usage.jsonl\"\n"+
+		"[[tokens]]\nid = \"t\"\nsubject = \"s\"\nsecret = { file = \"t.token\" }\n"), 0o644)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr cliSyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		code := Main(ctx, []string{"serve", "--config", cfg}, pw, &stderr)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	var url string
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+			url = u
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if url == "" {
+		t.Fatalf("no listening line; stderr:\n%s", stderr.String())
+	}
+	resp, err := http.Get(url + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/health = %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodGet, url+"/v1/protocol", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/v1/protocol = %d", resp.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit code %d; stderr:\n%s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), token) {
+		t.Error("the token appears in the log")
+	}
+	if st, err := os.Stat(filepath.Join(dir, "data")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("store directory: %v", err)
+	}
+}
+
+// cliSyncBuffer is a goroutine-safe buffer for a command's stderr.
+type cliSyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *cliSyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *cliSyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

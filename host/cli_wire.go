@@ -10,6 +10,7 @@ import (
 	"adhost/abi"
 	"adhost/host/config"
 	"adhost/runtime"
+	"adhost/runtime/manifest"
 	"adhost/runtime/wasm"
 )
 
@@ -48,6 +49,62 @@ func cliBindProvider(ctx context.Context, x *wasm.Extension, p config.Provider) 
 		UsageSource:  m.UsageSource,
 		Provider:     prov,
 	}, nil
+}
+
+// cliPrecheck verifies every pin's digest and reads its embedded manifest
+// (cheap: no compilation), then checks what the configuration asks of each
+// extension: provider entries name provider extensions whose credential
+// slots are all configured and resolvable, [[tools]] entries name tool
+// extensions. Configuration mistakes thus fail in milliseconds, before the
+// seconds a cold compile of every module takes.
+func cliPrecheck(cfg *config.File) error {
+	manifests := map[string]*manifest.Manifest{}
+	var errs []error
+	for _, e := range cfg.Extensions {
+		if err := cliCheckDigest(e); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		_, _, m, _, err := cliReadModule(e.Module)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("extension %s: %w", e.Ref(), err))
+			continue
+		}
+		if m.ID != e.ID || m.Version != e.Version {
+			errs = append(errs, fmt.Errorf("extension %s: embedded manifest is %s@%s: expected %s, actual %s@%s", e.Ref(), m.ID, m.Version, e.Ref(), m.ID, m.Version))
+			continue
+		}
+		manifests[e.Ref()] = m
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for i, p := range cfg.Providers {
+		m := manifests[p.Extension]
+		if m == nil {
+			continue // Validate already reported an unpinned extension
+		}
+		if m.Kind != abi.KindProvider {
+			errs = append(errs, fmt.Errorf("providers[%d] (%s): extension %s is a %s extension, not a provider", i, p.ID, p.Extension, m.Kind))
+			continue
+		}
+		for _, c := range m.Credentials {
+			ref, ok := p.Secrets[c.Name]
+			if !ok {
+				errs = append(errs, fmt.Errorf("providers[%d] (%s): credential slot %q of %s is not configured (secrets = { %s = { env = \"NAME\" } })", i, p.ID, c.Name, p.Extension, c.Name))
+				continue
+			}
+			if _, err := ref.Resolve(); err != nil {
+				errs = append(errs, fmt.Errorf("providers[%d] (%s): secrets.%s: %w", i, p.ID, c.Name, err))
+			}
+		}
+	}
+	for i, t := range cfg.Tools {
+		if m := manifests[t.Extension]; m != nil && m.Kind != abi.KindTool {
+			errs = append(errs, fmt.Errorf("tools[%d]: extension %s is a %s extension, not a tool extension", i, t.Extension, m.Kind))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // cliBindTools returns the host tools of one [[tools]] entry: the

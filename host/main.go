@@ -13,7 +13,7 @@ import (
 const (
 	cliExitOK    = 0
 	cliExitFail  = 1 // the command ran and failed (config, pin, run error …)
-	cliExitUsage = 2 // bad command line, or a command not available yet
+	cliExitUsage = 2 // bad command line
 )
 
 // cliCommand is one `adhost` subcommand.
@@ -50,7 +50,7 @@ func init() {
 		{"init", "write a starter host.toml, the data directory and a dev token", cliInit},
 		{"run", "run a prompt against a running host and print the result", cliRun},
 		{"plugins", "list | verify | inspect FILE.wasm | pin ID@VERSION FILE.wasm [--write]", cliPlugins},
-		{"qualify", "run the provider conformance scenarios (not yet available)", cliQualify},
+		{"qualify", "run the provider conformance scenarios and write a qualification report", cliQualify},
 		{"status", "status of a running host", cliStatus},
 		{"doctor", "check a configuration: ports, TLS files, secrets, extensions, store", cliDoctor},
 	}

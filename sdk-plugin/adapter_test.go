@@ -51,21 +51,30 @@ func (chatAdapter) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOu
 		if bytes.Equal(data, []byte("[DONE]")) {
 			break
 		}
-		choice, err := jsonscan.Get(data, "choices[0]")
+		// One pass over the event, one over the choice (see package
+		// jsonscan on the cost model).
+		var top, choice [2]jsonscan.Value
+		if err := jsonscan.Pick(data, top[:], "choices", "usage"); err != nil {
+			return nil, sdk.Errorf(sdk.CodeInvalidProviderResponse, "event: %v", err)
+		}
+		first, err := top[0].Get("[0]")
 		if errors.Is(err, jsonscan.ErrNotFound) {
-			continue // e.g. a usage-only chunk
+			continue // e.g. a usage-only chunk: "choices":[]
 		}
 		if err != nil {
 			return nil, sdk.Errorf(sdk.CodeInvalidProviderResponse, "event: %v", err)
 		}
-		if v, err := choice.Get("delta.content"); err == nil && v.Kind() == jsonscan.String {
+		if err := first.Pick(choice[:], "delta", "finish_reason"); err != nil {
+			return nil, sdk.Errorf(sdk.CodeInvalidProviderResponse, "choice: %v", err)
+		}
+		if v, err := choice[0].Get("content"); err == nil && v.Kind() == jsonscan.String {
 			delta, _ = v.AppendString(delta[:0])
 			if c.EmitTextBytes(delta) {
 				return nil, sdk.ErrCancelled
 			}
 			text = append(text, delta...)
 		}
-		if fr, err := choice.Get("finish_reason"); err == nil && fr.Equal("length") {
+		if choice[1].Equal("length") {
 			out.FinishReason = "length"
 		}
 	}

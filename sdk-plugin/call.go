@@ -39,8 +39,11 @@ type Host interface {
 	// HTTPNextEvent returns abi.PackEOF(n, eof) of the next event frame or
 	// a negative abi.Errno.
 	HTTPNextEvent(handle int32, buf []byte) int64
+	// HTTPClose releases a handle; see abi.HostHTTPClose.
 	HTTPClose(handle int32)
+	// Cancelled reports cancellation of the run or probe.
 	Cancelled() bool
+	// Log and LogEnabled write to and query the host's logger.
 	Log(level abi.LogLevel, msg []byte)
 	LogEnabled(level abi.LogLevel) bool
 }

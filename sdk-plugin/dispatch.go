@@ -2,38 +2,84 @@ package sdk
 
 import (
 	"encoding/json"
-	"sync"
+	"sync/atomic"
 
 	"adhost/abi"
+	"adhost/sdk-plugin/jsonscan"
 )
 
-// inputBufs recycles input buffers across calls: a pooled instance serves
-// many turns, and each turn's input (the whole conversation) can be large.
-var inputBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+// outputBuf and spareCall are reused across calls: a pooled instance
+// serves many turns, one at a time, the host copies the output during
+// Output, and a Call is valid only during its operation, so both are free
+// again when the call returns. (In the sandbox an allocation costs about a
+// microsecond.) Native tests may dispatch concurrently: whoever finds a
+// slot empty allocates.
+var (
+	outputBuf atomic.Pointer[[]byte]
+	spareCall atomic.Pointer[Call]
+)
+
+// maxKeptBuffer bounds a buffer kept for the next call: a one-off huge
+// output should not pin its memory (wasm memory never shrinks, and the host
+// recycles an instance past a high-water mark).
+const maxKeptBuffer = 1 << 20
+
+func takeBuf(slot *atomic.Pointer[[]byte], size int) *[]byte {
+	if p := slot.Swap(nil); p != nil {
+		return p
+	}
+	b := make([]byte, size)
+	return &b
+}
+
+// keepBuf returns p to slot holding b, its buffer grown or not.
+func keepBuf(slot *atomic.Pointer[[]byte], p *[]byte, b []byte) {
+	if cap(b) <= maxKeptBuffer {
+		*p = b[:cap(b)]
+		slot.Store(p)
+	}
+}
 
 // Dispatch runs one plugin_call: op's input is read from h, the matching
 // method of p is called, and its result or error is written with h.Output.
 // The wasm glue calls it for the registered plugin; sdktest calls it to run
 // a plugin natively through exactly the same path.
 //
-// Input and result use encoding/json (once per call); streamed items do not.
+// Input and result are decoded and encoded without reflection (see
+// codec.go): in the sandbox, encoding/json cost far more than the turn.
 // A panic in plugin code is not recovered (see the package doc).
 func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
-	c := NewCall(h)
-	defer c.finish()
+	c := spareCall.Swap(nil)
+	if c == nil {
+		c = NewCall(h)
+	} else {
+		*c = Call{h: h, scratch: c.scratch[:0]}
+	}
+	st := dispatch(c, op, p)
+	c.finish()
+	*c = Call{scratch: c.scratch[:0]} // drop references to this call's data
+	if cap(c.scratch) > maxKeptBuffer {
+		c.scratch = nil
+	}
+	spareCall.Store(c)
+	return st
+}
+
+func dispatch(c *Call, op abi.Op, p *Plugin) abi.Status {
 	switch op {
 	case abi.OpInfo:
 		if p.Info.ID == "" || p.Kind() == "" {
 			return fail(c, CodeInternalError, "sdk: plugin has no info or nothing registered")
 		}
-		return ok(c, abi.Info{ID: p.Info.ID, Version: p.Info.Version, Kind: p.Kind()})
+		info := abi.Info{ID: p.Info.ID, Version: p.Info.Version, Kind: p.Kind()}
+		return output(c, func(b []byte) ([]byte, error) { return appendInfo(b, &info), nil })
 
 	case abi.OpComplete:
 		if p.Provider == nil {
 			return fail(c, CodeInternalError, "sdk: op complete on a module without a provider")
 		}
 		var in abi.CompleteInput
-		if err := readInput(c, &in); err != nil {
+		if err := readInput(c, func(b []byte) error { return decodeCompleteInput(b, &in) }); err != nil {
 			return fail(c, CodeInternalError, "sdk: decode complete input: "+err.Error())
 		}
 		out, err := p.Provider.Complete(c, &in)
@@ -43,7 +89,7 @@ func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
 		if out == nil {
 			return fail(c, CodeInternalError, "sdk: Complete returned neither output nor error")
 		}
-		return ok(c, out)
+		return output(c, func(b []byte) ([]byte, error) { return appendCompleteOutput(b, out) })
 
 	case abi.OpInspect:
 		insp, isInsp := p.Provider.(Inspector)
@@ -51,7 +97,8 @@ func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
 			if p.Provider == nil {
 				return fail(c, CodeInternalError, "sdk: op inspect on a module without a provider")
 			}
-			return ok(c, abi.InspectOutput{Code: InspectDiscoveryUnsupported})
+			out := abi.InspectOutput{Code: InspectDiscoveryUnsupported}
+			return output(c, func(b []byte) ([]byte, error) { return appendInspectOutput(b, &out), nil })
 		}
 		out, err := insp.Inspect(c)
 		if err != nil {
@@ -60,7 +107,7 @@ func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
 		if out == nil {
 			return fail(c, CodeInternalError, "sdk: Inspect returned neither output nor error")
 		}
-		return ok(c, out)
+		return output(c, func(b []byte) ([]byte, error) { return appendInspectOutput(b, out), nil })
 
 	case abi.OpToolList:
 		if p.Tools == nil {
@@ -70,14 +117,18 @@ func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
 		if list.Tools == nil {
 			list.Tools = []abi.ToolDef{}
 		}
-		return ok(c, list)
+		// Once per instance: encoding/json is fine here.
+		return output(c, func(b []byte) ([]byte, error) {
+			j, err := json.Marshal(list)
+			return append(b, j...), err
+		})
 
 	case abi.OpToolInvoke:
 		if p.Tools == nil {
 			return fail(c, CodeInternalError, "sdk: op tool_invoke on a module without tools")
 		}
 		var in abi.ToolInvokeInput
-		if err := readInput(c, &in); err != nil {
+		if err := readInput(c, func(b []byte) error { return decodeToolInvokeInput(b, &in) }); err != nil {
 			return fail(c, CodeInternalError, "sdk: decode tool input: "+err.Error())
 		}
 		out, err := p.Tools.Invoke(c, &in)
@@ -87,37 +138,38 @@ func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
 		if out == nil {
 			out = json.RawMessage("null")
 		}
-		if !json.Valid(out) {
+		if !jsonscan.Valid(out) {
 			return fail(c, CodeToolFailed, "sdk: tool output is not JSON")
 		}
-		return ok(c, abi.ToolInvokeOutput{Output: out})
+		return output(c, func(b []byte) ([]byte, error) { return appendToolInvokeOutput(b, out) })
 	}
 	return fail(c, CodeInternalError, "sdk: unsupported op "+op.String())
 }
 
-// readInput decodes the op's input into v using a pooled buffer.
-// encoding/json copies what it keeps (json.RawMessage included), so the
-// buffer goes back to the pool at once.
-func readInput(c *Call, v any) error {
-	bp := inputBufs.Get().(*[]byte)
-	b := fetch(c.h.Input, *bp)
-	err := json.Unmarshal(b, v)
-	if cap(b) > cap(*bp) && cap(b) <= 1<<20 {
-		*bp = b[:cap(b)] // keep a grown buffer unless it is huge
+// readInput reads the op's input into a buffer of its exact size, which
+// the decoded value then owns (its strings and raw members are views of
+// it), and decodes it with decode.
+func readInput(c *Call, decode func([]byte) error) error {
+	n := c.h.Input(nil) // the size; then one exact read
+	if n <= 0 {
+		return decode(nil)
 	}
-	inputBufs.Put(bp)
-	return err
+	return decode(fetch(c.h.Input, make([]byte, n)))
 }
 
-func ok(c *Call, v any) abi.Status {
-	b, err := json.Marshal(v)
+// output encodes the op's result with enc into a reused buffer and hands it
+// to the host.
+func output(c *Call, enc func([]byte) ([]byte, error)) abi.Status {
+	p := takeBuf(&outputBuf, 4<<10)
+	b, err := enc((*p)[:0])
 	if err != nil {
+		keepBuf(&outputBuf, p, b)
 		return fail(c, CodeInternalError, "sdk: encode result: "+err.Error())
 	}
-	if len(b) > abi.MaxOutputBytes {
-		return fail(c, CodeInternalError, "sdk: result exceeds abi.MaxOutputBytes")
-	}
+	// A result past abi.MaxOutputBytes is left to the host, which reports it
+	// as the invalid result it is (INVALID_PROVIDER_RESULT for a turn).
 	c.h.Output(b)
+	keepBuf(&outputBuf, p, b)
 	return abi.StatusOK
 }
 
@@ -137,10 +189,9 @@ func writeError(c *Call, e abi.ErrorOutput) abi.Status {
 	if len(e.Message) > 4096 {
 		e.Message = e.Message[:4096] // private and for tests only: keep it small
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		b = []byte(`{"code":"INTERNAL_ERROR"}`)
-	}
+	p := takeBuf(&outputBuf, 4<<10)
+	b := appendErrorOutput((*p)[:0], &e)
 	c.h.Output(b)
+	keepBuf(&outputBuf, p, b)
 	return abi.StatusError
 }

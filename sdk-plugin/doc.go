@@ -29,7 +29,11 @@
 // and allocation: EmitText and EmitTextBytes pass the caller's bytes to the
 // host without copying, Response.NextEvent reuses one buffer, and the
 // package jsonscan pulls fields out of event JSON without encoding/json.
-// encoding/json is used only once per operation (input and result).
+// The op's input and result do not use reflection either (codec.go): under
+// close-on-context-done, encoding/json's decode of a one-message
+// CompleteInput alone cost ~120 µs of guest CPU against ~35 µs for
+// jsonscan, and the encode of a small CompleteOutput ~25 µs against ~4 µs.
+// Only OpToolList, once per instance, still uses encoding/json.
 //
 // # Panics
 //

@@ -465,3 +465,21 @@ func TestPositionsMultiline(t *testing.T) {
 		t.Error("key inside a multi-line string was recorded")
 	}
 }
+
+// TestRepositoryHostTOML keeps the committed dev default valid.
+func TestRepositoryHostTOML(t *testing.T) {
+	path := filepath.Join("..", "..", "host.toml")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no repository host.toml: %v", err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatalf("host.toml: %v", err)
+	}
+	if f.Server.Listen != DefaultListen || f.ExtensionByRef("fixture@1.0.0") == nil || f.ExtensionByRef("conformance-tools@1.0.0") == nil {
+		t.Errorf("host.toml is not the dev default of host-config.md §4: %+v", f)
+	}
+	if len(f.Tokens) != 1 || f.Tokens[0].Secret.File != filepath.Join(f.Dir, "data", "dev.token") {
+		t.Errorf("dev token: %+v", f.Tokens)
+	}
+}

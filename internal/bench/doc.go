@@ -6,11 +6,13 @@
 // flushing, and the client's parsing:
 //
 //   - BenchmarkJSONRun/clients=N: JSON runs of conformance:text at 1 and 8
-//     concurrent clients; reports runs/s, p50-ms, p99-ms and
+//     concurrent clients; reports runs/s, p50-ms, p99-ms,
 //     bare-ratio, the host's throughput divided by that of a bare net/http
 //     handler (decode the same body, write a same-sized JSON answer)
-//     measured with the same client, concurrency and op count in the same
-//     benchmark run (target: ≥ 0.5 at clients=8, p99 ≤ 5 ms).
+//     measured with the same client, concurrency and op count in rounds
+//     alternating with the host's (target: ≥ 0.5 at clients=8, p99 ≤ 5 ms),
+//     and guest-µs/run, the fixture provider's own time per run when
+//     called directly (a floor no transport work can remove).
 //   - BenchmarkBareHTTP/clients=N: that bare handler on its own.
 //   - BenchmarkSSE1000Deltas: one SSE run of bench:deltas:1000 per op;
 //     reports deltas/s (provider deltas, 1000 per run, however the engine

@@ -35,7 +35,9 @@ const (
 	maxClients = 32
 )
 
-func tokenFor(i int) string { return fmt.Sprintf("bench-token-%02d-0123456789abcdef0123456789abcdef", i) }
+func tokenFor(i int) string {
+	return fmt.Sprintf("bench-token-%02d-0123456789abcdef0123456789abcdef", i)
+}
 
 // envOptions vary the stack an env builds.
 type envOptions struct {
@@ -47,6 +49,8 @@ type envOptions struct {
 // env is the in-process host: the fixture extension, the engine and a
 // host.Server listening on a loopback port.
 type env struct {
+	// log holds the stack's warnings and errors (shown by fail).
+	log  *logBuffer
 	url  string
 	x    *wasm.Extension
 	prov runtime.Provider
@@ -90,7 +94,8 @@ func newEnv(tb testing.TB, o envOptions) *env {
 	tb.Helper()
 	path, sum := fixtureModule(tb)
 	ctx := context.Background()
-	quiet := slog.New(slog.DiscardHandler)
+	logs := &logBuffer{}
+	quiet := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	x, err := wasm.Load(ctx, wasm.Pin{ID: "fixture", Version: "1.0.0", Path: path, SHA256: sum},
 		wasm.Options{Logger: quiet, PoolSize: o.poolSize})
 	if err != nil {
@@ -128,7 +133,7 @@ func newEnv(tb testing.TB, o envOptions) *env {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(context.Background(), ln, nil) }()
-	e := &env{url: "http://" + ln.Addr().String(), x: x, prov: prov, eng: eng, srv: srv, hc: newHTTPClient()}
+	e := &env{log: logs, url: "http://" + ln.Addr().String(), x: x, prov: prov, eng: eng, srv: srv, hc: newHTTPClient()}
 	tb.Cleanup(func() {
 		e.hc.CloseIdleConnections()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -141,6 +146,33 @@ func newEnv(tb testing.TB, o envOptions) *env {
 		}
 	})
 	return e
+}
+
+// fail ends the benchmark with err and the host's warnings.
+func (e *env) fail(tb testing.TB, err error) {
+	tb.Helper()
+	tb.Fatalf("%v\nhost log:\n%s", err, e.log)
+}
+
+// logBuffer is a goroutine-safe, bounded log sink.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() < 64<<10 {
+		l.b.Write(p)
+	}
+	return len(p), nil
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // newHTTPClient keeps enough idle connections for 32 concurrent clients,
@@ -271,4 +303,3 @@ func procStatusMiB(field string) (float64, bool) {
 	}
 	return 0, false
 }
-

@@ -17,8 +17,8 @@ import (
 //
 // It checks the request rules the real API enforces and an adapter is most
 // likely to get wrong, answering a 400 invalid_request_error as the API
-// would: max_tokens present, roles alternating and limited to user and
-// assistant (no "system" role), no empty text blocks, every tool_use
+// would: max_tokens present, the first message from the user, roles
+// alternating and limited to user and assistant (no "system" role), no empty text blocks, every tool_use
 // answered by a tool_result in the next user message, tool_result blocks
 // first in their message, tool_result ids that name a preceding tool_use.
 type anthropic struct{}
@@ -99,6 +99,9 @@ func (anthropic) ParsePrompt(r *http.Request, body []byte) (*Prompt, error) {
 	for i, m := range req.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
+		}
+		if i == 0 && m.Role != "user" {
+			return nil, errors.New(`messages: first message must use the "user" role`)
 		}
 		if m.Role == prevRole {
 			return nil, fmt.Errorf("messages: roles must alternate between \"user\" and \"assistant\", but found multiple %q roles in a row", m.Role)

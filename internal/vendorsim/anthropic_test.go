@@ -111,6 +111,7 @@ func TestAnthropicRequestRules(t *testing.T) {
 		{"no model", `{"max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`, false},
 		{"no messages", `{"model":"m","max_tokens":1,"messages":[]}`, false},
 		{"system role", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"},{"role":"user","content":"hi"}]}`, false},
+		{"assistant first", `{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":"hello"},{"role":"user","content":"hi"}]}`, false},
 		{"roles repeat", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`, false},
 		{"empty text", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`, false},
 		{"empty content", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[]}]}`, false},

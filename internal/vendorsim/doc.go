@@ -61,4 +61,20 @@
 //
 // Replay with Update set rewrites events.jsonl and request.json from what the
 // adapter did (the go/printer "-update" convention): review the diff.
+//
+// # Running adapters
+//
+// SDKRunner runs a provider natively through sdk-plugin/sdktest the way the
+// host runs its wasm build (HostOptions: the vendor's credential header
+// injected, only the simulator's origin reachable), so a plugin's transcript
+// test is
+//
+//	vendorsim.ReplayDir(t, "testdata", vendorsim.ReplayOptions{
+//		Vendor: "openai", APIKey: testKey, Update: *update,
+//		Run: vendorsim.SDKRunner(provider{}),
+//	})
+//
+// and its conformance tests point sdktest at MustNew(t, vendor, Options{…}).
+// internal/qualify uses the conformance responder for `adhost qualify
+// --simulate`.
 package vendorsim

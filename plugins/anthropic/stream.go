@@ -51,29 +51,49 @@ type turnStream struct {
 	// Usage as reported; nil = not reported.
 	inputTokens, cacheRead, cacheCreation, outputTokens *int64
 
-	buf []byte // scratch for unescaping strings
+	buf  []byte // scratch for unescaping strings
+	name []byte // scratch for an event's type
+
+	// Per-event scratch, kept here so the hot path does not allocate.
+	fields [nFields]jsonscan.Value
+	delta  [3]jsonscan.Value
 }
+
+// Members of an event that handle reads, in one pass (jsonscan.Pick).
+const (
+	fType = iota
+	fIndex
+	fDelta
+	fBlock
+	fMessage
+	fUsage
+	fError
+	nFields
+)
+
+var eventKeys = [nFields]string{"type", "index", "delta", "content_block", "message", "usage", "error"}
 
 // handle processes one event. It returns done once message_stop arrived.
 func (s *turnStream) handle(name, data []byte) (done bool, err error) {
 	if s.stopped {
 		return true, nil // events after message_stop are ignored
 	}
-	root, err := jsonscan.Parse(data)
-	if err != nil || root.Kind() != jsonscan.Object {
+	// One pass validates the event and finds every member handle needs.
+	f := &s.fields
+	if err := jsonscan.Pick(data, f[:], eventKeys[:]...); err != nil {
 		return false, errInvalidResponse("event is not a JSON object")
 	}
-	ev := string(name)
-	if ev == "message" || ev == "" { // no event: line; the data names its type
-		t, _ := root.Get("type")
-		ev, _ = t.String()
+	ev := name
+	if len(ev) == 0 || string(ev) == "message" { // no event: line; the data names its type
+		s.name, _ = f[fType].AppendString(s.name[:0])
+		ev = s.name
 	}
-	switch ev {
+	switch string(ev) {
 	case "ping":
 		return false, nil // keep-alive: never progress
 	case "message_start":
 		s.started = true
-		if u, err := root.Get("message.usage"); err == nil {
+		if u, err := f[fMessage].Get("usage"); err == nil {
 			s.readUsage(u)
 		}
 		// The output_tokens of message_start is a running count, not the
@@ -81,11 +101,11 @@ func (s *turnStream) handle(name, data []byte) (done bool, err error) {
 		s.outputTokens = nil
 		return false, nil
 	case "content_block_start":
-		return false, s.blockStart(root)
+		return false, s.blockStart(f[fIndex], f[fBlock])
 	case "content_block_delta":
-		return false, s.blockDelta(root)
+		return false, s.blockDelta(f[fIndex], f[fDelta])
 	case "content_block_stop":
-		b, err := s.blockAt(root)
+		b, err := s.block(f[fIndex])
 		if err != nil {
 			return false, err
 		}
@@ -95,11 +115,11 @@ func (s *turnStream) handle(name, data []byte) (done bool, err error) {
 		if !s.started {
 			return false, errInvalidResponse("message_delta before message_start")
 		}
-		if r, err := root.Get("delta.stop_reason"); err == nil && r.Kind() == jsonscan.String {
+		if r, err := f[fDelta].Get("stop_reason"); err == nil && r.Kind() == jsonscan.String {
 			s.stopReason, _ = r.String()
 		}
-		if u, err := root.Get("usage"); err == nil {
-			s.readUsage(u)
+		if f[fUsage].Kind() == jsonscan.Object {
+			s.readUsage(f[fUsage])
 		}
 		return false, nil
 	case "message_stop":
@@ -109,7 +129,7 @@ func (s *turnStream) handle(name, data []byte) (done bool, err error) {
 		s.stopped = true
 		return true, nil
 	case "error":
-		t, _ := root.Get("error.type")
+		t, _ := f[fError].Get("type")
 		typ, _ := t.String()
 		return false, streamError(typ)
 	}
@@ -118,9 +138,9 @@ func (s *turnStream) handle(name, data []byte) (done bool, err error) {
 	return false, nil
 }
 
-func (s *turnStream) blockAt(root jsonscan.Value) (*block, error) {
-	v, err := root.Get("index")
-	if err != nil {
+// block returns the content block an index value names.
+func (s *turnStream) block(v jsonscan.Value) (*block, error) {
+	if !v.Exists() {
 		return nil, errInvalidResponse("content block event without index")
 	}
 	i, err := v.Int()
@@ -134,12 +154,11 @@ func (s *turnStream) blockAt(root jsonscan.Value) (*block, error) {
 // stream's bytes; this bounds the index table).
 const maxBlocks = 4096
 
-func (s *turnStream) blockStart(root jsonscan.Value) error {
+func (s *turnStream) blockStart(v, cb jsonscan.Value) error {
 	if !s.started {
 		return errInvalidResponse("content_block_start before message_start")
 	}
-	v, err := root.Get("index")
-	if err != nil {
+	if !v.Exists() {
 		return errInvalidResponse("content_block_start without index")
 	}
 	i, err := v.Int()
@@ -152,8 +171,7 @@ func (s *turnStream) blockStart(root jsonscan.Value) error {
 	if s.blocks[i] != nil {
 		return errInvalidResponse("content block index repeated")
 	}
-	cb, err := root.Get("content_block")
-	if err != nil || cb.Kind() != jsonscan.Object {
+	if cb.Kind() != jsonscan.Object {
 		return errInvalidResponse("content_block_start without content_block")
 	}
 	b := &block{}
@@ -179,45 +197,46 @@ func (s *turnStream) blockStart(root jsonscan.Value) error {
 	return nil
 }
 
-func (s *turnStream) blockDelta(root jsonscan.Value) error {
-	b, err := s.blockAt(root)
+func (s *turnStream) blockDelta(index, d jsonscan.Value) error {
+	b, err := s.block(index)
 	if err != nil {
 		return err
 	}
 	if b.stopped {
 		return errInvalidResponse("delta after content_block_stop")
 	}
-	d, err := root.Get("delta")
-	if err != nil || d.Kind() != jsonscan.Object {
+	if d.Kind() != jsonscan.Object {
 		return errInvalidResponse("content_block_delta without delta")
 	}
-	t, _ := d.Get("type")
+	g := &s.delta
+	if err := d.Pick(g[:], "type", "text", "partial_json"); err != nil {
+		return errInvalidResponse("malformed delta")
+	}
+	typ, text, partial := g[0], g[1], g[2]
 	switch {
-	case t.Equal("text_delta"):
+	case typ.Equal("text_delta"):
 		if b.kind != blockText {
 			return errInvalidResponse("text_delta on a non-text block")
 		}
-		tv, err := d.Get("text")
-		if err != nil || tv.Kind() != jsonscan.String {
+		if text.Kind() != jsonscan.String {
 			return errInvalidResponse("text_delta without text")
 		}
-		return s.emitText(tv)
-	case t.Equal("input_json_delta"):
+		return s.emitText(text)
+	case typ.Equal("input_json_delta"):
 		if b.kind != blockTool {
 			return errInvalidResponse("input_json_delta on a non-tool block")
 		}
-		pj, err := d.Get("partial_json")
-		if err != nil || pj.Kind() != jsonscan.String {
+		if partial.Kind() != jsonscan.String {
 			return errInvalidResponse("input_json_delta without partial_json")
 		}
 		n := len(b.args)
-		if b.args, err = pj.AppendString(b.args); err != nil {
+		if b.args, err = partial.AppendString(b.args); err != nil {
 			return errInvalidResponse("bad partial_json")
 		}
 		if len(b.args) > n && s.out.ToolCallDelta() {
 			return errCancelled
 		}
-	case t.Equal("thinking_delta"):
+	case typ.Equal("thinking_delta"):
 		// Extended thinking: real work, never visible text.
 		if s.out.Progress() {
 			return errCancelled

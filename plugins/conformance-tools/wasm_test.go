@@ -23,8 +23,8 @@ func TestMain(m *testing.M) {
 // TestWasm loads the built module with runtime/wasm and runs the tool the
 // way the engine does.
 func TestWasm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and loads a wasm module")
+	if testing.Short() || raceEnabled {
+		t.Skip("builds and loads a wasm module (not with -short or -race)")
 	}
 	path := testenv.BuildPlugin(t, "plugins/conformance-tools")
 	b, err := os.ReadFile(path)

@@ -44,6 +44,11 @@ type turnStream struct {
 	prompt, candidates, cached, thoughts, tool *int64
 
 	buf []byte
+
+	// Per-chunk scratch, kept here so the hot path does not allocate.
+	fields [4]jsonscan.Value
+	cand   [2]jsonscan.Value
+	part   [4]jsonscan.Value
 }
 
 // maxCalls bounds the function calls of one turn (the host rejects more
@@ -52,35 +57,31 @@ const maxCalls = 1024
 
 // handle processes one chunk.
 func (s *turnStream) handle(data []byte) error {
-	root, err := jsonscan.Parse(data)
-	if err != nil || root.Kind() != jsonscan.Object {
+	// One pass validates the chunk and finds the members handle needs.
+	f := &s.fields
+	if err := jsonscan.Pick(data, f[:], "candidates", "usageMetadata", "promptFeedback", "error"); err != nil {
 		return errInvalidResponse("chunk is not a JSON object")
 	}
-	it := root.Iter()
-	for it.Next() {
-		k, v := it.Key(), it.Value()
-		switch {
-		case k.Equal("candidates"):
-			if err := s.candidate(v); err != nil {
-				return err
-			}
-		case k.Equal("usageMetadata"):
-			s.readUsage(v)
-		case k.Equal("promptFeedback"):
-			if br, err := v.Get("blockReason"); err == nil && br.Kind() == jsonscan.String && !br.Equal("BLOCK_REASON_UNSPECIFIED") {
-				return errRefusal()
-			}
-		case k.Equal("error"):
-			// An error that interrupts the stream (google.rpc.Status).
-			code, _ := v.Get("code")
-			status, _ := v.Get("status")
-			n, _ := code.Int()
-			st, _ := status.String()
-			return streamError(int(n), st)
+	if e := f[3]; e.Exists() {
+		// An error that interrupts the stream (google.rpc.Status).
+		code, _ := e.Get("code")
+		status, _ := e.Get("status")
+		n, _ := code.Int()
+		st, _ := status.String()
+		return streamError(int(n), st)
+	}
+	if pf := f[2]; pf.Exists() {
+		if br, err := pf.Get("blockReason"); err == nil && br.Kind() == jsonscan.String && !br.Equal("BLOCK_REASON_UNSPECIFIED") {
+			return errRefusal()
 		}
 	}
-	if it.Err() != nil {
-		return errInvalidResponse("malformed chunk")
+	if f[0].Exists() {
+		if err := s.candidate(f[0]); err != nil {
+			return err
+		}
+	}
+	if f[1].Kind() == jsonscan.Object {
+		s.readUsage(f[1])
 	}
 	return nil
 }
@@ -90,59 +91,72 @@ func (s *turnStream) candidate(v jsonscan.Value) error {
 		return errInvalidResponse("candidates is not an array")
 	}
 	// candidateCount is never set, so there is one candidate (index 0).
-	c, err := v.Get("[0]")
-	if err == jsonscan.ErrNotFound {
+	// Each level is read in one pass (Iter, Pick) rather than with a Get
+	// per field, which would rescan the same bytes.
+	cands := v.Iter()
+	if !cands.Next() {
+		if cands.Err() != nil {
+			return errInvalidResponse("malformed candidates")
+		}
 		return nil
 	}
-	if err != nil || c.Kind() != jsonscan.Object {
+	g := &s.cand
+	if err := cands.Value().Pick(g[:], "content", "finishReason"); err != nil {
 		return errInvalidResponse("bad candidate")
 	}
-	if parts, err := c.Get("content.parts"); err == nil {
-		if err := s.parts(parts); err != nil {
-			return err
+	if content := g[0]; content.Exists() {
+		parts, err := content.Get("parts")
+		if err != nil && err != jsonscan.ErrNotFound {
+			return errInvalidResponse("bad content")
+		}
+		if err == nil {
+			if err := s.parts(parts); err != nil {
+				return err
+			}
 		}
 	}
-	if fr, err := c.Get("finishReason"); err == nil && fr.Kind() == jsonscan.String && !fr.Equal("FINISH_REASON_UNSPECIFIED") {
+	if fr := g[1]; fr.Kind() == jsonscan.String && !fr.Equal("FINISH_REASON_UNSPECIFIED") {
 		s.finish, _ = fr.String()
 	}
 	return nil
 }
 
 func (s *turnStream) parts(parts jsonscan.Value) error {
+	if parts.Kind() != jsonscan.Array {
+		return errInvalidResponse("parts is not an array")
+	}
 	it := parts.Iter()
+	pf := &s.part
 	for it.Next() {
-		p := it.Value()
-		if p.Kind() != jsonscan.Object {
+		if err := it.Value().Pick(pf[:], "text", "functionCall", "thoughtSignature", "thought"); err != nil {
 			return errInvalidResponse("part is not an object")
 		}
-		if fc, err := p.Get("functionCall"); err == nil {
-			if err := s.functionCall(p, fc); err != nil {
+		text, fc, sig := pf[0], pf[1], pf[2]
+		thought, _ := pf[3].Bool()
+		switch {
+		case fc.Exists():
+			if err := s.functionCall(fc, sig); err != nil {
 				return err
 			}
-			continue
-		}
-		t, err := p.Get("text")
-		if err != nil || t.Kind() != jsonscan.String {
-			continue // inline data, code execution … carry no visible text
-		}
-		if th, err := p.Get("thought"); err == nil && th.Kind() == jsonscan.Bool {
-			if b, _ := th.Bool(); b {
-				// A thought summary: real reasoning work, never visible text.
-				if s.out.Progress() {
-					return errCancelled
-				}
+		case text.Kind() != jsonscan.String:
+			// inline data, code execution … carry no visible text
+		case thought:
+			// A thought summary: real reasoning work, never visible text.
+			if s.out.Progress() {
+				return errCancelled
+			}
+		default:
+			var err error
+			if s.buf, err = text.AppendString(s.buf[:0]); err != nil {
+				return errInvalidResponse("bad text")
+			}
+			if len(s.buf) == 0 {
 				continue
 			}
-		}
-		if s.buf, err = t.AppendString(s.buf[:0]); err != nil {
-			return errInvalidResponse("bad text")
-		}
-		if len(s.buf) == 0 {
-			continue
-		}
-		s.text.Write(s.buf)
-		if s.out.EmitTextBytes(s.buf) {
-			return errCancelled
+			s.text.Write(s.buf)
+			if s.out.EmitTextBytes(s.buf) {
+				return errCancelled
+			}
 		}
 	}
 	if it.Err() != nil {
@@ -155,7 +169,7 @@ func (s *turnStream) parts(parts jsonscan.Value) error {
 // args object) in one part and gives no call id, so the adapter makes
 // stable, run-unique ids from the step and the call's position:
 // "call_<step>_<n>".
-func (s *turnStream) functionCall(p, fc jsonscan.Value) error {
+func (s *turnStream) functionCall(fc, sig jsonscan.Value) error {
 	if len(s.calls) >= maxCalls {
 		return errInvalidResponse("too many function calls")
 	}
@@ -176,7 +190,7 @@ func (s *turnStream) functionCall(p, fc jsonscan.Value) error {
 	}
 	id := "call_" + strconv.Itoa(s.step) + "_" + strconv.Itoa(len(s.calls))
 	s.calls = append(s.calls, abi.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)})
-	if sig, err := p.Get("thoughtSignature"); err == nil && sig.Kind() == jsonscan.String {
+	if sig.Kind() == jsonscan.String {
 		if v, err := sig.String(); err == nil && v != "" {
 			if s.sigs == nil {
 				s.sigs = map[string]string{}
@@ -278,7 +292,11 @@ func (s *turnStream) result() (*abi.CompleteOutput, error) {
 		// MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS,
 		// MISSING_THOUGHT_SIGNATURE, LANGUAGE, OTHER, NO_IMAGE … and any
 		// reason added later: the model did not finish its turn.
-		return nil, errProviderFailed("finishReason " + s.finish)
+		reason := s.finish
+		if !safeToken(reason) {
+			reason = "unknown"
+		}
+		return nil, errProviderFailed("finishReason " + reason)
 	}
 	if len(s.sigs) > 0 {
 		out.Native = nativeState(s.sigs) // Complete adds the earlier turns' signatures

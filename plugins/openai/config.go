@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync/atomic"
 )
 
 // DefaultEndpoint is the base URL used when settings.endpoint is absent.
@@ -46,6 +47,32 @@ type config struct {
 	maxTokensField   string
 	structuredOutput bool
 	includeUsage     bool
+}
+
+// lastConfig caches the last parsed settings: an instance serves one call
+// at a time and almost always the same provider instance, and decoding
+// settings with encoding/json on every turn costs more guest CPU than the
+// whole stream of a short reply.
+// (An atomic pointer keeps native tests that share the package race-free.)
+var lastConfig atomic.Pointer[cachedConfig]
+
+type cachedConfig struct {
+	raw string
+	cfg *config
+}
+
+// configFor returns the validated settings for raw, parsing them only when
+// they changed since the last call.
+func configFor(raw []byte) (*config, error) {
+	if c := lastConfig.Load(); c != nil && c.raw == string(raw) {
+		return c.cfg, nil
+	}
+	cfg, err := parseSettings(raw)
+	if err != nil {
+		return nil, err
+	}
+	lastConfig.Store(&cachedConfig{raw: string(raw), cfg: cfg})
+	return cfg, nil
 }
 
 // parseSettings decodes and validates settings strictly.

@@ -44,7 +44,7 @@ func settingsError(err error) error {
 // the Authorization header (manifests/openai.toml [[credentials]]); the
 // adapter never sees the key.
 func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutput, error) {
-	cfg, err := parseSettings(c.Config())
+	cfg, err := configFor(c.Config())
 	if err != nil {
 		return nil, settingsError(err)
 	}
@@ -236,7 +236,7 @@ const (
 // list convention (has_more, last_id → ?after=) are followed up to the caps,
 // which end the listing with complete: false.
 func (provider) Inspect(c *sdk.Call) (*abi.InspectOutput, error) {
-	cfg, err := parseSettings(c.Config())
+	cfg, err := configFor(c.Config())
 	if err != nil {
 		return nil, settingsError(err)
 	}

@@ -5,143 +5,153 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 
 	"adhost/abi"
 )
 
-// Chat Completions request shapes
-// (https://platform.openai.com/docs/api-reference/chat/create). Field order
-// is the order of the struct, so requests are byte-stable for transcripts.
-
-type chatRequest struct {
-	Model               string          `json:"model"`
-	Messages            []chatMessage   `json:"messages"`
-	Tools               []chatTool      `json:"tools,omitempty"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options,omitempty"`
-	MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
-	MaxTokens           int             `json:"max_tokens,omitempty"`
-	ResponseFormat      *responseFormat `json:"response_format,omitempty"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-// chatMessage is a system, user, assistant or tool message. Content is a
-// pointer so an assistant turn that only calls tools sends "content": null,
-// as OpenAI's own clients do.
-type chatMessage struct {
-	Role       string         `json:"role"`
-	Content    *string        `json:"content"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-}
-
-type chatToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
-}
-
-type chatFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"` // a JSON object, as a string
-}
-
-type chatTool struct {
-	Type     string       `json:"type"`
-	Function toolFunction `json:"function"`
-}
-
-type toolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
-
-type responseFormat struct {
-	Type       string     `json:"type"`
-	JSONSchema jsonSchema `json:"json_schema"`
-}
-
-// jsonSchema is the json_schema response format. Strict is false: strict
-// mode accepts only a subset of JSON Schema (every property required, no
-// additionalProperties true …) and the host validates the final text
-// against the run's full schema anyway.
-type jsonSchema struct {
-	Name   string          `json:"name"`
-	Schema json.RawMessage `json:"schema"`
-	Strict bool            `json:"strict"`
-}
-
-// buildRequest translates one turn into a Chat Completions request body.
+// buildRequest translates one turn into a Chat Completions request body
+// (https://platform.openai.com/docs/api-reference/chat/create):
+//
+//	{"model", "messages": [system?, user/assistant/tool …], "tools"?,
+//	 "stream": true, "stream_options"?, "max_completion_tokens" | "max_tokens",
+//	 "response_format"?}
+//
+// It appends JSON by hand: encoding/json's reflection costs more guest CPU
+// per turn than a short reply's whole stream, and the shape is fixed.
+// Schemas and tool arguments arrive as JSON the host already validated and
+// are copied as they are. request_ref_test.go keeps the encoding/json
+// version the fuzz test compares this one with.
 func buildRequest(cfg *config, in *abi.CompleteInput) ([]byte, error) {
 	if in.Model == "" {
 		return nil, errors.New("model is empty")
 	}
-	req := chatRequest{
-		Model:    in.Model,
-		Messages: make([]chatMessage, 0, len(in.Messages)+1),
-		Stream:   true,
-	}
-	if cfg.includeUsage {
-		req.StreamOptions = &streamOptions{IncludeUsage: true}
-	}
-	if in.MaxOutputTokens > 0 {
-		if cfg.maxTokensField == maxTokens {
-			req.MaxTokens = in.MaxOutputTokens
-		} else {
-			req.MaxCompletionTokens = in.MaxOutputTokens
+	b := make([]byte, 0, 512+estimate(in))
+	b = append(b, `{"model":`...)
+	b = appendJSONString(b, in.Model)
+	b = append(b, `,"messages":[`...)
+	first := true
+	sep := func() {
+		if !first {
+			b = append(b, ',')
 		}
+		first = false
 	}
 	if in.Instructions != "" {
-		req.Messages = append(req.Messages, chatMessage{Role: "system", Content: ptr(in.Instructions)})
+		sep()
+		b = append(b, `{"role":"system","content":`...)
+		b = appendJSONString(b, in.Instructions)
+		b = append(b, '}')
 	}
 	for i := range in.Messages {
 		m := &in.Messages[i]
+		sep()
 		switch m.Role {
 		case abi.RoleUser:
-			req.Messages = append(req.Messages, chatMessage{Role: "user", Content: ptr(m.Content)})
+			b = append(b, `{"role":"user","content":`...)
+			b = appendJSONString(b, m.Content)
 		case abi.RoleAssistant:
-			cm := chatMessage{Role: "assistant"}
+			// An assistant turn that only called tools sends content null,
+			// as OpenAI's own clients do.
+			b = append(b, `{"role":"assistant","content":`...)
 			if m.Content != "" || len(m.ToolCalls) == 0 {
-				cm.Content = ptr(m.Content)
+				b = appendJSONString(b, m.Content)
+			} else {
+				b = append(b, "null"...)
 			}
-			for _, tc := range m.ToolCalls {
-				args, err := compactObject(tc.Arguments)
-				if err != nil {
-					return nil, fmt.Errorf("messages[%d]: tool call %s: %w", i, tc.ID, err)
+			if len(m.ToolCalls) > 0 {
+				b = append(b, `,"tool_calls":[`...)
+				for j, tc := range m.ToolCalls {
+					args, err := compactObject(tc.Arguments)
+					if err != nil {
+						return nil, fmt.Errorf("messages[%d]: tool call %s: %w", i, tc.ID, err)
+					}
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = append(b, `{"id":`...)
+					b = appendJSONString(b, tc.ID)
+					b = append(b, `,"type":"function","function":{"name":`...)
+					b = appendJSONString(b, tc.Name)
+					b = append(b, `,"arguments":`...)
+					b = appendJSONString(b, args)
+					b = append(b, "}}"...)
 				}
-				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
-					ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args},
-				})
+				b = append(b, ']')
 			}
-			req.Messages = append(req.Messages, cm)
 		case abi.RoleTool:
-			req.Messages = append(req.Messages, chatMessage{Role: "tool", Content: ptr(m.Content), ToolCallID: m.ToolCallID})
+			b = append(b, `{"role":"tool","content":`...)
+			b = appendJSONString(b, m.Content)
+			if m.ToolCallID != "" {
+				b = append(b, `,"tool_call_id":`...)
+				b = appendJSONString(b, m.ToolCallID)
+			}
 		default:
 			return nil, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
 		}
+		b = append(b, '}')
 	}
-	for _, t := range in.Tools {
-		params := t.InputSchema
-		if len(bytes.TrimSpace(params)) == 0 {
-			params = json.RawMessage(`{"type":"object"}`)
+	b = append(b, ']')
+	if len(in.Tools) > 0 {
+		b = append(b, `,"tools":[`...)
+		for i, t := range in.Tools {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"type":"function","function":{"name":`...)
+			b = appendJSONString(b, t.Name)
+			if t.Description != "" {
+				b = append(b, `,"description":`...)
+				b = appendJSONString(b, t.Description)
+			}
+			b = append(b, `,"parameters":`...)
+			if params := bytes.TrimSpace(t.InputSchema); len(params) > 0 {
+				b = append(b, params...)
+			} else {
+				b = append(b, `{"type":"object"}`...)
+			}
+			b = append(b, "}}"...)
 		}
-		req.Tools = append(req.Tools, chatTool{Type: "function", Function: toolFunction{
-			Name: t.Name, Description: t.Description, Parameters: params,
-		}})
+		b = append(b, ']')
 	}
-	if cfg.structuredOutput && len(bytes.TrimSpace(in.OutputSchema)) > 0 {
-		req.ResponseFormat = &responseFormat{Type: "json_schema", JSONSchema: jsonSchema{
-			Name: "output", Schema: in.OutputSchema,
-		}}
+	b = append(b, `,"stream":true`...)
+	if cfg.includeUsage {
+		b = append(b, `,"stream_options":{"include_usage":true}`...)
 	}
-	return json.Marshal(&req)
+	if in.MaxOutputTokens > 0 {
+		if cfg.maxTokensField == maxTokens {
+			b = append(b, `,"max_tokens":`...)
+		} else {
+			b = append(b, `,"max_completion_tokens":`...)
+		}
+		b = strconv.AppendInt(b, int64(in.MaxOutputTokens), 10)
+	}
+	// Strict is false: strict mode accepts only a subset of JSON Schema
+	// (every property required, no additionalProperties true …) and the host
+	// validates the final text against the run's full schema anyway.
+	if schema := bytes.TrimSpace(in.OutputSchema); cfg.structuredOutput && len(schema) > 0 {
+		b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","schema":`...)
+		b = append(b, schema...)
+		b = append(b, `,"strict":false}}`...)
+	}
+	return append(b, '}'), nil
 }
 
-func ptr(s string) *string { return &s }
+// estimate sizes the request buffer from the input's text.
+func estimate(in *abi.CompleteInput) int {
+	n := len(in.Instructions) + len(in.OutputSchema)
+	for i := range in.Messages {
+		n += len(in.Messages[i].Content) + 64
+		for _, tc := range in.Messages[i].ToolCalls {
+			n += len(tc.Arguments) + 96
+		}
+	}
+	for _, t := range in.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.InputSchema) + 64
+	}
+	return n
+}
 
 // compactObject returns a tool call's arguments as compact JSON text.
 func compactObject(raw json.RawMessage) (string, error) {
@@ -154,4 +164,57 @@ func compactObject(raw json.RawMessage) (string, error) {
 		return "", errors.New("arguments are not JSON")
 	}
 	return b.String(), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string the way encoding/json does,
+// minus HTML escaping: quotes, backslashes and control characters escaped,
+// U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

@@ -265,11 +265,11 @@ func unescapeKey(quoted []byte) []byte {
 	return b
 }
 
-// appendString appends the decoded value of the string literal span
+// appendDecoded appends the decoded value of the string literal span
 // (quotes included) to dst. Plain ASCII without escapes is copied as is;
 // anything else is decoded by jsonscan exactly as encoding/json would
 // (escapes, surrogates, invalid UTF-8 → U+FFFD, control characters refused).
-func appendString(dst, quoted []byte) ([]byte, bool) {
+func appendDecoded(dst, quoted []byte) ([]byte, bool) {
 	body := quoted[1 : len(quoted)-1]
 	plain := true
 	for _, c := range body {
@@ -298,4 +298,192 @@ func intOf(span []byte) (int64, bool) {
 	}
 	n, err := v.Int()
 	return n, err == nil
+}
+
+// topLevel finds the spans of the members choices, usage, error and object of a
+// chunk's top-level object in one tight loop without function calls per
+// token: in the sandbox each Go call costs about as much as scanning tens
+// of bytes, and a chunk's top level (id, object, created, model,
+// system_fingerprint …) is mostly bytes the adapter ignores.
+//
+// It checks the object's structure — member syntax, terminated strings,
+// balanced and matching brackets, the end of input — but not the grammar of
+// the scalars and escapes it skips; the spans it returns are read with the
+// full checks of skim. slow reports input it does not handle (a key with
+// escapes, nesting deeper than 64 inside a skipped member): the caller then
+// reads the chunk with skim alone.
+func topLevel(d []byte) (choices, usage, errv, object []byte, ok, slow bool) {
+	i, n := 0, len(d)
+	for i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	if i >= n || d[i] != '{' {
+		return
+	}
+	i++
+	first := true
+	for {
+		for i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+			i++
+		}
+		if i >= n {
+			return
+		}
+		if first && d[i] == '}' {
+			i++
+			break
+		}
+		first = false
+		// Key.
+		if d[i] != '"' {
+			return
+		}
+		i++
+		ks := i
+		j := bytes.IndexByte(d[i:], '"')
+		if j < 0 {
+			return
+		}
+		i += j
+		key := d[ks:i]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			slow = true
+			return
+		}
+		i++
+		for i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+			i++
+		}
+		if i >= n || d[i] != ':' {
+			return
+		}
+		i++
+		for i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+			i++
+		}
+		if i >= n {
+			return
+		}
+		// Value.
+		vs := i
+		switch c := d[i]; c {
+		case '"':
+			if i = skipString(d, i+1); i < 0 {
+				return
+			}
+		case '{', '[':
+			var stack uint64 // bit per level: 1 = object
+			depth := 0
+			for i < n {
+				c := d[i]
+				switch c {
+				case '"':
+					if i = skipString(d, i+1); i < 0 {
+						return
+					}
+					continue
+				case '{', '[':
+					if depth == 64 {
+						slow = true
+						return
+					}
+					stack = stack<<1 | b2u(c == '{')
+					depth++
+				case '}', ']':
+					if depth == 0 || (stack&1 == 1) != (c == '}') {
+						return
+					}
+					stack >>= 1
+					depth--
+				}
+				i++
+				if depth == 0 {
+					break
+				}
+			}
+			if depth != 0 {
+				return
+			}
+		default:
+			for i < n {
+				c := d[i]
+				if c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+					break
+				}
+				if c == '"' || c == '{' || c == '[' || c == ':' {
+					return
+				}
+				i++
+			}
+			if i == vs {
+				return
+			}
+		}
+		switch string(key) {
+		case "choices":
+			choices = d[vs:i]
+		case "usage":
+			usage = d[vs:i]
+		case "error":
+			if v := d[vs:i]; !isNull(v) {
+				errv = v // the first non-null one fails the chunk
+			}
+		case "object":
+			if v := d[vs:i]; string(v) == `"error"` {
+				object = v
+			}
+		}
+		for i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+			i++
+		}
+		if i >= n {
+			return
+		}
+		if d[i] == ',' {
+			i++
+			continue
+		}
+		if d[i] != '}' {
+			return
+		}
+		i++
+		break
+	}
+	for i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	ok = i == n
+	return
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// skipString returns the index after the closing quote of the string whose
+// body starts at i, or -1. Escapes are skipped, not checked. The quote is
+// found with bytes.IndexByte (memchr in assembly on wasm); only a body with
+// a backslash is walked byte by byte.
+func skipString(d []byte, i int) int {
+	j := bytes.IndexByte(d[i:], '"')
+	if j < 0 {
+		return -1
+	}
+	if bytes.IndexByte(d[i:i+j], '\\') < 0 {
+		return i + j + 1
+	}
+	n := len(d)
+	for i < n && d[i] != '"' {
+		if d[i] == '\\' {
+			i++ // the escaped byte cannot end the string
+		}
+		i++
+	}
+	if i >= n {
+		return -1
+	}
+	return i + 1
 }

@@ -79,6 +79,10 @@ func (s *refTurnStream) handle(name, data []byte) error {
 			if !it.Value().IsNull() {
 				return &sdk.Error{Code: sdk.CodeProviderFailed, Message: "stream error object"}
 			}
+		case k.Equal("object"):
+			if it.Value().Equal("error") {
+				return &sdk.Error{Code: sdk.CodeProviderFailed, Message: "stream error chunk"}
+			}
 		}
 	}
 	if choices.Exists() && !choices.IsNull() {

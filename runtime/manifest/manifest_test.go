@@ -111,7 +111,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad semver", func(s string) string { return strings.Replace(s, `version = "1.0.0"`, `version = "1.0"`, 1) }, "manifest: version:"},
 		{"leading zero semver", func(s string) string { return strings.Replace(s, `version = "1.0.0"`, `version = "01.0.0"`, 1) }, "manifest: version:"},
 		{"bad kind", func(s string) string { return strings.Replace(s, `kind = "provider"`, `kind = "model"`, 1) }, "manifest: kind:"},
-		{"contract", func(s string) string { return strings.Replace(s, `contractVersion = "1.0"`, `contractVersion = "2.0"`, 1) }, "manifest: contractVersion:"},
+		{"contract", func(s string) string {
+			return strings.Replace(s, `contractVersion = "1.0"`, `contractVersion = "2.0"`, 1)
+		}, "manifest: contractVersion:"},
 		{"vendor", func(s string) string { return strings.Replace(s, `vendor = "adhost"`, `vendor = ""`, 1) }, "manifest: vendor:"},
 		{"authMode", func(s string) string { return strings.Replace(s, `authMode = "api-key"`, `authMode = "oauth"`, 1) }, "manifest: authMode:"},
 		{"usageSource", func(s string) string {
@@ -119,14 +121,30 @@ func TestParseErrors(t *testing.T) {
 		}, "manifest: usageSource:"},
 		{"missing textStreaming", func(s string) string { return strings.Replace(s, "textStreaming = true\n", "", 1) }, "capabilities.textStreaming"},
 		{"missing tools", func(s string) string { return strings.Replace(s, "tools = true\n", "", 1) }, "capabilities.tools"},
-		{"http non-loopback", func(s string) string { return strings.Replace(s, "https://api.example.com", "http://api.example.com", 1) }, "network.origins[0]"},
-		{"origin with path", func(s string) string { return strings.Replace(s, "https://api.example.com", "https://api.example.com/v1", 1) }, "network.origins[0]"},
-		{"origin with slash", func(s string) string { return strings.Replace(s, "https://api.example.com", "https://api.example.com/", 1) }, "network.origins[0]"},
-		{"origin with query", func(s string) string { return strings.Replace(s, "https://api.example.com", "https://api.example.com?a", 1) }, "network.origins[0]"},
-		{"origin with user", func(s string) string { return strings.Replace(s, "https://api.example.com", "https://u:p@api.example.com", 1) }, "network.origins[0]"},
-		{"origin upper case", func(s string) string { return strings.Replace(s, "https://api.example.com", "https://API.example.com", 1) }, "network.origins[0]"},
-		{"origin ftp", func(s string) string { return strings.Replace(s, "https://api.example.com", "ftp://api.example.com", 1) }, "network.origins[0]"},
-		{"origin bad port", func(s string) string { return strings.Replace(s, "https://api.example.com", "https://api.example.com:99999", 1) }, "network.origins[0]"},
+		{"http non-loopback", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "http://api.example.com", 1)
+		}, "network.origins[0]"},
+		{"origin with path", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "https://api.example.com/v1", 1)
+		}, "network.origins[0]"},
+		{"origin with slash", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "https://api.example.com/", 1)
+		}, "network.origins[0]"},
+		{"origin with query", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "https://api.example.com?a", 1)
+		}, "network.origins[0]"},
+		{"origin with user", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "https://u:p@api.example.com", 1)
+		}, "network.origins[0]"},
+		{"origin upper case", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "https://API.example.com", 1)
+		}, "network.origins[0]"},
+		{"origin ftp", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "ftp://api.example.com", 1)
+		}, "network.origins[0]"},
+		{"origin bad port", func(s string) string {
+			return strings.Replace(s, "https://api.example.com", "https://api.example.com:99999", 1)
+		}, "network.origins[0]"},
 		{"duplicate origin", func(s string) string {
 			return strings.Replace(s, `"http://127.0.0.1:8080"`, `"https://api.example.com:443"`, 1)
 		}, "duplicate origin"},
@@ -134,7 +152,9 @@ func TestParseErrors(t *testing.T) {
 			return strings.Replace(s, `"anthropic-version" = "2023-06-01"`, `"Authorization" = "x"`, 1)
 		}, "managed by the host"},
 		{"bad header value", func(s string) string { return strings.Replace(s, `"2023-06-01"`, `"a\nb"`, 1) }, "invalid header value"},
-		{"bad credential header", func(s string) string { return strings.Replace(s, `header = "Authorization"`, `header = "Bad Header"`, 1) }, "credentials[0].header"},
+		{"bad credential header", func(s string) string {
+			return strings.Replace(s, `header = "Authorization"`, `header = "Bad Header"`, 1)
+		}, "credentials[0].header"},
 		{"duplicate slot", func(s string) string {
 			return s + "\n[[credentials]]\nname = \"api_key\"\nheader = \"x-other\"\n"
 		}, "duplicate slot"},

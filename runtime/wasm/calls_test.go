@@ -68,7 +68,8 @@ func TestInspectUnsupported(t *testing.T) {
 // TestFailures checks each hostile behaviour maps to a stable public code,
 // and that the extension keeps serving afterwards.
 func TestFailures(t *testing.T) {
-	e := loadProvider(t, Options{})
+	// The watchdog has its own test; a 50 MB allocation is slow under -race.
+	e := loadProvider(t, Options{ComputeLimit: time.Hour})
 	p := newProvider(t, e, InstanceConfig{})
 	for _, tc := range []struct {
 		in        string
@@ -158,9 +159,12 @@ func TestLoopCancel(t *testing.T) {
 	p := newProvider(t, e, InstanceConfig{})
 	ctx, cancel := context.WithCancelCause(t.Context())
 	gcDone := make(chan struct{})
+	var otherErr error
 	s := &sink{onProgress: func() {
 		go func() {
 			goruntime.GC() // must not wait for the spinning guest
+			// Another call on the same extension is unaffected.
+			_, otherErr = p.Complete(t.Context(), input("stream:ok"), &sink{})
 			close(gcDone)
 			cancel(errors.New("client gone"))
 		}()
@@ -170,6 +174,9 @@ func TestLoopCancel(t *testing.T) {
 		t.Fatalf("err = %v, want CANCELLED", err)
 	}
 	<-gcDone
+	if otherErr != nil {
+		t.Errorf("concurrent call during the loop: %v", otherErr)
+	}
 	var pe *protocol.Error
 	if errors.As(err, &pe); pe == nil || pe.Err == nil || pe.Err.Error() != "client gone" {
 		t.Errorf("cause = %v, want the context's cause", pe)

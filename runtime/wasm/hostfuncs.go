@@ -131,7 +131,7 @@ func hostCancelled(ctx context.Context, _ api.Module, stack []uint64) {
 	if cs.cancelled() {
 		stack[0] = 1
 	}
-	cs.lastExit.Store(cs.x.now())
+	cs.exits.Add(1)
 }
 
 // maxStreamedText bounds the visible text one turn may stream

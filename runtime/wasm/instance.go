@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,9 +52,11 @@ type callState struct {
 	net    *netPolicy       // nil: no network for this binding
 
 	// Watchdog bookkeeping: inHost > 0 while the guest is inside a host
-	// function; lastExit is when it last left one (Extension.now units).
+	// function; exits counts the host calls it returned from, so the
+	// watchdog can tell a guest that keeps talking to the host from one that
+	// only computes.
 	inHost        atomic.Int32
-	lastExit      atomic.Int64
+	exits         atomic.Uint64
 	watchdogFired atomic.Bool
 
 	trap      error  // set by a host function right before it traps
@@ -77,7 +80,7 @@ func callOf(ctx context.Context) *callState {
 // watchdog does not count.
 func (cs *callState) enter() { cs.inHost.Add(1) }
 func (cs *callState) exit() {
-	cs.lastExit.Store(cs.x.now())
+	cs.exits.Add(1)
 	cs.inHost.Add(-1)
 }
 
@@ -102,7 +105,6 @@ func (cs *callState) trapWith(err error) {
 var epoch = time.Now()
 
 // now is a monotonic clock in nanoseconds.
-func (x *Extension) now() int64 { return int64(time.Since(epoch)) }
 
 // newInstance instantiates the compiled module with the sandbox's module
 // configuration and runs its _initialize under the watchdog.
@@ -202,9 +204,18 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 	defer cancel(nil)
 	cs.x, cs.inst = x, inst
 	cs.parent, cs.ctx, cs.cancel = ctx, callCtx, cancel
-	cs.lastExit.Store(x.now())
 	inst.cur.Store(cs)
-	wd := x.startWatchdog(cs)
+	// The guest runs on this goroutine; pinning it to its thread lets the
+	// watchdog read the thread's CPU clock (see cpuclock_linux.go).
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	limit := x.computeLimit
+	if fn != inst.call {
+		// _initialize runs the guest runtime's and packages' init once per
+		// instance; Load already ran it once, so it gets a generous bound.
+		limit = max(limit, initComputeLimit)
+	}
+	wd := x.startWatchdog(cs, limit)
 
 	var err error
 	if fn == inst.call {
@@ -260,35 +271,44 @@ func firstLine(s string) string {
 	return s
 }
 
+// initComputeLimit is the least compute budget of _initialize.
+const initComputeLimit = 10 * time.Second
+
 // watchdog stops a guest that computes for longer than the extension's
-// compute limit without entering the host. Host functions only store two
-// atomics; the timer re-arms itself to the remaining budget.
+// compute limit without entering the host.
+//
+// It measures compute, not wall time: on Linux it reads the CPU clock of the
+// thread running the guest (threadClock), so a guest that merely waits for a
+// core on a loaded machine is not stopped. Elsewhere it falls back to wall
+// time. Host functions only bump two atomics; the watchdog samples every
+// quarter of the limit, and restarts its count whenever it sees the guest
+// inside the host or returned from a host call since the last sample — so a
+// guest is stopped after between limit and limit+limit/4 of pure compute.
 type watchdog struct {
 	t    *time.Timer
 	done atomic.Bool
 }
 
-func (x *Extension) startWatchdog(cs *callState) *watchdog {
-	limit := x.computeLimit
+func (x *Extension) startWatchdog(cs *callState, limit time.Duration) *watchdog {
 	w := &watchdog{}
+	clock := threadClock()
+	tick := max(limit/4, time.Millisecond)
+	base, seen := clock(), cs.exits.Load()
 	check := func() {
 		if w.done.Load() {
 			return
 		}
-		if cs.inHost.Load() > 0 {
-			w.t.Reset(limit)
-			return
-		}
-		busy := time.Duration(x.now() - cs.lastExit.Load())
-		if busy >= limit {
+		now := clock()
+		if n := cs.exits.Load(); cs.inHost.Load() > 0 || n != seen {
+			base, seen = now, n
+		} else if time.Duration(now-base) >= limit {
 			cs.watchdogFired.Store(true)
 			cs.cancel(errWatchdog)
 			return
 		}
-		w.t.Reset(limit - busy)
+		w.t.Reset(tick)
 	}
-	w.t = time.AfterFunc(time.Duration(math.MaxInt64), check)
-	w.t.Reset(limit)
+	w.t = time.AfterFunc(tick, check)
 	return w
 }
 

@@ -29,10 +29,10 @@ func TestLoadRefuses(t *testing.T) {
 			[]string{"hostile@1.0.0", "expected " + good.SHA256, "actual "}},
 		{"pin id", Pin{ID: "other", Version: "1.0.0", Path: good.Path, SHA256: good.SHA256}, ErrPinMismatch, []string{`expected "other", actual "hostile"`}},
 		{"pin version", Pin{ID: "hostile", Version: "1.0.1", Path: good.Path, SHA256: good.SHA256}, ErrPinMismatch, []string{`expected "1.0.1", actual "1.0.0"`}},
-		{"missing marker", pinOf(t, "nomarker", "nomarker", "0.2.0"), ErrNoMarker, []string{"plugin_abi_v1"}},
-		{"unknown marker", pinOf(t, "abiv9", "abiv9", "0.2.0"), ErrUnsupportedABI, []string{"plugin_abi_v9"}},
-		{"import not allowed", pinOf(t, "nonet", "hostile", "1.0.0"), ErrImportDenied, []string{"llmhost.http_", "[network]"}},
-		{"info disagrees", pinOf(t, "liar", "liar", "1.0.0"), ErrInfoMismatch, []string{`id expected "liar", actual "hostile"`}},
+		{"missing marker", tiny{infoID: "tiny"}.build(t), ErrNoMarker, []string{"plugin_abi_v1"}},
+		{"unknown marker", tiny{marker: "plugin_abi_v9", infoID: "tiny"}.build(t), ErrUnsupportedABI, []string{"plugin_abi_v9"}},
+		{"import not allowed", tiny{marker: abi.ExportMarkerV1, importHTTP: true, infoID: "tiny"}.build(t), ErrImportDenied, []string{"llmhost.http_start", "[network]"}},
+		{"info disagrees", tiny{marker: abi.ExportMarkerV1, infoID: "hostile"}.build(t), ErrInfoMismatch, []string{`id expected "tiny", actual "hostile"`}},
 		{"no manifest", pinFor(t, noManifest, "x", "1.0.0"), ErrManifest, nil},
 		{"not wasm", pinFor(t, notWasm, "x", "1.0.0"), ErrManifest, nil},
 	} {
@@ -71,27 +71,25 @@ func pinFor(t *testing.T, path, id, version string) Pin {
 
 func TestLoadCacheDir(t *testing.T) {
 	dir := t.TempDir() + "/cache"
-	e := loadGuest(t, "tool", "tooltest", "0.2.0", Options{CacheDir: dir})
+	pin := tiny{marker: abi.ExportMarkerV1, infoID: "tiny"}.build(t)
+	x, err := Load(t.Context(), pin, Options{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close(t.Context())
 	fi, err := os.Stat(dir)
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("cache dir mode = %v, %v", fi.Mode().Perm(), err)
 	}
-	if e.x.Manifest().Kind != abi.KindTool {
-		t.Errorf("kind = %s", e.x.Manifest().Kind)
+	if entries, _ := os.ReadDir(dir); len(entries) == 0 {
+		t.Error("compilation cache directory is empty")
 	}
 	open := t.TempDir() + "/open"
 	if err := os.Mkdir(open, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(t.Context(), pinOf(t, "tool", "tooltest", "0.2.0"), Options{CacheDir: open})
+	_, err = Load(t.Context(), pin, Options{CacheDir: open})
 	if !errors.Is(err, ErrCacheDirUnsafe) {
 		t.Errorf("Load with a 0755 cache dir: %v, want ErrCacheDirUnsafe", err)
-	}
-}
-
-func TestCheckImportsKV(t *testing.T) {
-	// kv_* are in the table but refused until the host serves them.
-	if hf := hostTable[abi.HostKVGet]; !hf.kv || hf.fn != nil {
-		t.Error("kv_get must be reserved")
 	}
 }

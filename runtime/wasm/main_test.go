@@ -31,11 +31,7 @@ var (
 
 var guestBuilds = []struct{ name, dir, manifest string }{
 	{"provider", "provider", "manifest.toml"},
-	{"nonet", "provider", "nonet.toml"},
-	{"liar", "provider", "liar.toml"},
 	{"tool", "tool", "manifest.toml"},
-	{"nomarker", "nomarker", "manifest.toml"},
-	{"abiv9", "abiv9", "manifest.toml"},
 }
 
 func TestMain(m *testing.M) {

@@ -203,6 +203,9 @@ func (p *provider) Complete(ctx context.Context, in *abi.CompleteInput, sink run
 	if err != nil {
 		return nil, protocol.Wrap(protocol.CodeInternalError, err)
 	}
+	if sink == nil {
+		sink = discardSink{}
+	}
 	cs := &callState{op: abi.OpComplete, input: input, sink: sink}
 	cs.streamedHash.SetSeed(hashSeed)
 	out, err := p.call(ctx, cs, protocol.CodeInvalidProviderResult)
@@ -220,6 +223,12 @@ func (p *provider) Complete(ctx context.Context, in *abi.CompleteInput, sink run
 }
 
 var hashSeed = maphash.MakeSeed()
+
+type discardSink struct{}
+
+func (discardSink) Text(string)     {}
+func (discardSink) Progress()       {}
+func (discardSink) Usage(abi.Usage) {}
 
 func (p *provider) invalid(op abi.Op, reason string) error {
 	p.x.log.Warn("extension returned an invalid result", "instance", p.id, "op", op.String(), "reason", firstLine(reason))

@@ -12,14 +12,34 @@
 //		buf, _ = v.AppendString(buf[:0])
 //	}
 //
+// In a sandboxed guest the cost is per byte scanned and per call (a Go
+// guest under wazero with close-on-context-done pays ~45 ns per iteration
+// of a byte loop, ~10× native), so read each event once: Pick takes several
+// members of an object in one pass, and Get, Pick and Iter on a Value only
+// skip through bytes validated when the Value was found, never validating
+// them again:
+//
+//	var top, choice [2]jsonscan.Value
+//	err := jsonscan.Pick(data, top[:], "choices", "usage")
+//	first, err := top[0].Get("[0]")
+//	err = first.Pick(choice[:], "delta", "finish_reason")
+//
+// Measured for a ~300 B OpenAI chunk in such a guest: this pattern ~30 µs
+// (the first, validating pass ~20 µs of it), encoding/json into a struct
+// ~190 µs.
+//
+// AppendQuote and AppendCompact are the encoding side: a JSON string
+// literal and a validated, compacted raw value, for writing JSON by hand
+// without reflection.
+//
 // Paths are keys separated by '.', with "[n]" for array elements
 // ("usageMetadata.promptTokenCount", "[0].id"). Keys containing '.' or '['
 // cannot be named in a path; use Iter for them.
 //
 // Semantics follow encoding/json (v1) so that adapters see the values the
-// vendor meant: the scan validates the grammar of every container it walks
-// (malformed input is an error, never a panic), the last of duplicate keys
-// wins, keys match after unescaping, strings are unescaped with \uXXXX
+// vendor meant: the first scan of a document validates the grammar of
+// every container it walks (malformed input is an error, never a panic),
+// the last of duplicate keys wins, keys match after unescaping, strings are unescaped with \uXXXX
 // surrogate pairs combined and invalid UTF-8 or lone surrogates replaced by
 // U+FFFD, and nesting deeper than 10000 levels is an error. The fuzz tests
 // check this agreement.

@@ -85,6 +85,39 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
+func TestPick(t *testing.T) {
+	var f [4]Value
+	if err := Pick([]byte(openAIChunk), f[:], "choices", "usage", "nope", "choices"); err != nil {
+		t.Fatal(err)
+	}
+	if f[0].Kind() != Array || !f[1].IsNull() || f[2].Exists() || string(f[3].Raw()) != string(f[0].Raw()) {
+		t.Errorf("Pick = %v %v %v %v", f[0].Kind(), f[1].Kind(), f[2].Kind(), f[3].Kind())
+	}
+	choice, _ := f[0].Get("[0]")
+	var g [2]Value
+	if err := choice.Pick(g[:], "delta", "finish_reason"); err != nil || g[0].Kind() != Object || !g[1].IsNull() {
+		t.Errorf("Value.Pick = %v %v, %v", g[0].Kind(), g[1].Kind(), err)
+	}
+	if err := Pick([]byte(`{"a":1,"a":2}`), f[:1], "a"); err != nil || string(f[0].Raw()) != "2" {
+		t.Errorf("duplicate: %s %v", f[0].Raw(), err)
+	}
+	if err := Pick([]byte(`[1]`), f[:1], "a"); err != ErrType || f[0].Exists() {
+		t.Errorf("array: %v", err)
+	}
+	var se *SyntaxError
+	for _, doc := range []string{`{"a":1`, `{"a":1} x`, `{"a":[}`, ``} {
+		if err := Pick([]byte(doc), f[:1], "a"); !errors.As(err, &se) {
+			t.Errorf("Pick(%q) err = %v, want *SyntaxError", doc, err)
+		}
+	}
+	if err := Pick([]byte(`{}`), f[:1], "a", "b"); err == nil {
+		t.Error("short out: no error")
+	}
+	if err := (Value{}).Pick(f[:1], "a"); err != ErrType {
+		t.Errorf("zero Value: %v", err)
+	}
+}
+
 func TestBadPath(t *testing.T) {
 	for _, p := range []string{".a", "a.", "a..b", "[", "[x]", "[1", "a[0]b", "[0].", "a.[0]", "[99999999999999999999]"} {
 		_, err := Get([]byte(`{"a":[{"b":1}]}`), p)
@@ -242,6 +275,10 @@ func TestNoAllocs(t *testing.T) {
 		if o, _ := Get(doc, "object"); !o.Equal("chat.completion.chunk") {
 			t.Fatal("object")
 		}
+		var f [2]Value
+		if err := Pick(doc, f[:], "choices", "usage"); err != nil || !f[1].IsNull() {
+			t.Fatal("pick")
+		}
 	})
 	if allocs != 0 {
 		t.Errorf("allocs per event = %v, want 0", allocs)
@@ -364,6 +401,26 @@ func checkAgainstJSON(t *testing.T, data []byte) {
 			if got.Kind() != Object {
 				t.Fatalf("Get(%q, %q) kind %v, want object", data, path, got.Kind())
 			}
+			// Pick agrees with Get member by member (and finds no
+			// absent key).
+			keys := []string{"\x00absent"}
+			for k := range v {
+				if len(keys) < 4 {
+					keys = append(keys, k)
+				}
+			}
+			out := make([]Value, len(keys))
+			if err := got.Pick(out, keys...); err != nil {
+				t.Fatalf("Pick(%q at %q): %v", data, path, err)
+			}
+			if out[0].Exists() {
+				t.Fatalf("Pick(%q at %q) found an absent key", data, path)
+			}
+			for i, k := range keys[1:] {
+				if string(out[i+1].Raw()) != string(mustRaw(t, got, k)) {
+					t.Fatalf("Pick(%q at %q) key %q = %s", data, path, k, out[i+1].Raw())
+				}
+			}
 			for k, e := range v {
 				if k == "" || strings.ContainsAny(k, ".[") {
 					continue
@@ -407,4 +464,16 @@ func FuzzGet(f *testing.F) {
 			checkAgainstJSON(t, data)
 		}
 	})
+}
+
+// mustRaw returns the raw member k of object v, found with Iter (which can
+// name any key, unlike a path).
+func mustRaw(t *testing.T, v Value, k string) []byte {
+	var raw []byte
+	for it := v.Iter(); it.Next(); {
+		if it.Key().Equal(k) {
+			raw = it.Value().Raw()
+		}
+	}
+	return raw
 }

@@ -1,7 +1,9 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/bits"
 	"strconv"
 )
 
@@ -44,6 +46,11 @@ func unexpected(d []byte, i int, what string) error {
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipWS(d []byte, i int) int {
+	// Most tokens follow each other directly: answer that without
+	// entering a loop, whose every iteration is costly in a guest.
+	if i >= len(d) || d[i] > ' ' {
+		return i
+	}
 	for i < len(d) && isWS(d[i]) {
 		i++
 	}
@@ -55,6 +62,15 @@ const (
 	// strSlow: the string holds an escape or a non-ASCII byte, so its
 	// decoded form may differ from its raw bytes.
 	strSlow uint8 = 1
+	// strKnown: strSlow was computed (a Value found by a trusting skip
+	// computes it when it is first read).
+	strKnown uint8 = 2
+)
+
+// SWAR constants: one byte's worth in each lane, and each lane's high bit.
+const (
+	ones = 0x0101010101010101
+	high = 0x8080808080808080
 )
 
 // scanString scans the string literal starting at d[i] == '"' and returns the
@@ -63,10 +79,32 @@ const (
 // decodes to U+FFFD).
 func scanString(d []byte, i int) (end int, flags uint8, err error) {
 	i++ // opening quote
+	var acc uint64
 	for {
-		// Fast path: plain ASCII.
+		// Eight bytes at a time, and the first byte that needs a look is
+		// found without a byte loop: in a sandboxed guest every loop
+		// iteration costs about as much as a dozen instructions.
+		// Non-ASCII bytes stay on this path; acc collects them for the
+		// flag.
+		for i+8 <= len(d) {
+			v := binary.LittleEndian.Uint64(d[i:])
+			m := special8(v)
+			if m == 0 {
+				acc |= v
+				i += 8
+				continue
+			}
+			k := bits.TrailingZeros64(m) >> 3
+			acc |= v & (1<<(8*k) - 1)
+			i += k
+			break
+		}
 		for i < len(d) && plain[d[i]] {
+			acc |= uint64(d[i])
 			i++
+		}
+		if acc&high != 0 {
+			flags |= strSlow
 		}
 		if i >= len(d) {
 			return i, flags, syntaxErr(i, "unterminated string")
@@ -95,23 +133,158 @@ func scanString(d []byte, i int) (end int, flags uint8, err error) {
 			default:
 				return i + 1, flags, syntaxErr(i+1, "invalid escape")
 			}
-		case c < 0x20:
+		default: // c < 0x20
 			return i, flags, syntaxErr(i, "control character in string")
-		default: // c >= 0x80
-			flags |= strSlow
-			i++
 		}
 	}
 }
 
-// plain marks the bytes a string holds as is: printable ASCII except '"'
-// and '\\'.
+// shortString is the inlinable fast path of scanString for a string that
+// closes within the eight bytes after its opening quote d[i] and holds no
+// escape or control character: most keys and many values. ok is false
+// otherwise (scanString then decides). It saves a call, which costs more
+// than a dozen bytes of scanning in a guest.
+func shortString(d []byte, i int) (end int, flags uint8, ok bool) {
+	if i+9 > len(d) {
+		return 0, 0, false
+	}
+	v := binary.LittleEndian.Uint64(d[i+1:])
+	m := special8(v)
+	k := bits.TrailingZeros64(m) >> 3
+	if m == 0 || d[i+1+k] != '"' {
+		return 0, 0, false
+	}
+	if v&(1<<(8*k)-1)&high != 0 {
+		flags = strSlow
+	}
+	return i + 2 + k, flags | strKnown, true
+}
+
+// plain marks the bytes a string holds as is: everything but control
+// characters, '"' and '\\'.
 var plain = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
+	for c := 0x20; c < 0x100; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
 	return t
 }()
+
+// special8 flags the bytes of v (little-endian) that a string cannot hold
+// as is: control characters, '"' and '\\'. The lowest flagged lane is
+// always exact (the bit tricks can only flag lanes above a true one), which
+// is all a scan needs. Bytes >= 0x80 are never flagged (each test masks
+// with ^v or ^q, whose high bit is then clear).
+func special8(v uint64) uint64 {
+	q := v ^ ('"' * ones)
+	b := v ^ ('\\' * ones)
+	return ((v-0x20*ones)&^v | // a byte < 0x20
+		(q-ones)&^q | // a '"'
+		(b-ones)&^b) & high // a '\\'
+}
+
+// quote8 flags the '"' and '\\' bytes of v, lowest lane exact.
+func quote8(v uint64) uint64 {
+	q := v ^ ('"' * ones)
+	b := v ^ ('\\' * ones)
+	return ((q-ones)&^q | (b-ones)&^b) & high
+}
+
+// struct8 flags the bytes a container skip stops at: '"', '{', '[', '}'
+// and ']', lowest lane exact. '[' and '{' differ in the 0x20 bit only, as
+// do ']' and '}'.
+func struct8(v uint64) uint64 {
+	q := v ^ ('"' * ones)
+	f := v | 0x20*ones
+	o := f ^ ('{' * ones)
+	c := f ^ ('}' * ones)
+	return ((q-ones)&^q | (o-ones)&^o | (c-ones)&^c) & high
+}
+
+// The trusting skips below walk a value that Parse, Get, Pick or Iter has
+// already validated: they find its end without checking its grammar again,
+// so descending into a document costs a fraction of the first pass. They
+// stay within d whatever its bytes (an index past the end comes back as
+// len(d)), so a broken invariant could give a wrong span but never a panic.
+
+// skipTrusted returns the end of the validated value at d[i].
+func skipTrusted(d []byte, i int) int {
+	if i >= len(d) {
+		return len(d)
+	}
+	switch d[i] {
+	case '"':
+		return skipStringTrusted(d, i)
+	case '{', '[':
+	case 't', 'n':
+		return min(i+4, len(d))
+	case 'f':
+		return min(i+5, len(d))
+	default:
+		for i++; i < len(d) && numByte[d[i]]; i++ {
+		}
+		return i
+	}
+	depth := 0
+	for i < len(d) {
+		switch d[i] | 0x20 {
+		case '"' | 0x20: // '"' is 0x22: the 0x20 bit is set already
+			i = skipStringTrusted(d, i)
+			continue
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+		// Jump to the next quote or bracket, eight bytes at a time.
+		i++
+		for i+8 <= len(d) {
+			m := struct8(binary.LittleEndian.Uint64(d[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+	}
+	return len(d)
+}
+
+// numByte marks the bytes a number literal can hold.
+var numByte = func() (t [256]bool) {
+	for _, c := range []byte("0123456789+-.eE") {
+		t[c] = true
+	}
+	return t
+}()
+
+// skipStringTrusted returns the end of the validated string at d[i] == '"'.
+func skipStringTrusted(d []byte, i int) int {
+	i++
+	for i < len(d) {
+		for i+8 <= len(d) {
+			m := quote8(binary.LittleEndian.Uint64(d[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
+		switch d[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i += 2 // the escaped byte; \uXXXX's hex digits hold no quote
+		default: // the last few bytes, one at a time
+			i++
+		}
+	}
+	return len(d)
+}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
@@ -169,6 +342,13 @@ func scanLiteral(d []byte, i int, lit string) (int, error) {
 	return i + len(lit), nil
 }
 
+// The literals as little-endian words ("false" without its 'f').
+const (
+	litTrue = 't' | 'r'<<8 | 'u'<<16 | 'e'<<24
+	litNull = 'n' | 'u'<<8 | 'l'<<16 | 'l'<<24
+	litAlse = 'a' | 'l'<<8 | 's'<<16 | 'e'<<24
+)
+
 // scanScalar scans a non-container value at d[i].
 func scanScalar(d []byte, i int) (int, error) {
 	if i >= len(d) {
@@ -178,11 +358,23 @@ func scanScalar(d []byte, i int) (int, error) {
 	case c == '"':
 		end, _, err := scanString(d, i)
 		return end, err
+	// Literals are compared as one word when they are whole (the usual
+	// case); scanLiteral's byte loop only finds where a wrong one goes
+	// wrong.
 	case c == 't':
+		if i+4 <= len(d) && binary.LittleEndian.Uint32(d[i:]) == litTrue {
+			return i + 4, nil
+		}
 		return scanLiteral(d, i, "true")
 	case c == 'f':
+		if i+5 <= len(d) && binary.LittleEndian.Uint32(d[i+1:]) == litAlse {
+			return i + 5, nil
+		}
 		return scanLiteral(d, i, "false")
 	case c == 'n':
+		if i+4 <= len(d) && binary.LittleEndian.Uint32(d[i:]) == litNull {
+			return i + 4, nil
+		}
 		return scanLiteral(d, i, "null")
 	case c == '-' || isDigit(c):
 		return scanNumber(d, i)
@@ -196,11 +388,39 @@ func scanScalar(d []byte, i int) (int, error) {
 // each open container (object or array) is kept as one bit, in a word for
 // the first 64 levels and on the heap only beyond.
 func skipValue(d []byte, i, depth int) (int, error) {
-	if i < len(d) && d[i] != '{' && d[i] != '[' {
-		return scanScalar(d, i)
+	// Scalars first, strings without a further call: in a sandboxed guest
+	// each call costs as much as a dozen bytes of scanning.
+	if i < len(d) {
+		switch d[i] {
+		case '"':
+			end, _, err := scanString(d, i)
+			return end, err
+		case '{', '[':
+		default:
+			return scanScalar(d, i)
+		}
 	}
 	var st bitStack
+	key := false // a member's key comes first
 	for {
+		if key {
+			// `"key":` — a short key without a call (see shortString).
+			key = false
+			k := 8
+			if i+9 <= len(d) && d[i] == '"' {
+				if m := special8(binary.LittleEndian.Uint64(d[i+1:])); m != 0 {
+					k = bits.TrailingZeros64(m) >> 3
+				}
+			}
+			if k < 8 && d[i+1+k] == '"' && i+2+k < len(d) && d[i+2+k] == ':' {
+				i = skipWS(d, i+3+k)
+			} else {
+				var err error
+				if i, err = scanKey(d, i); err != nil {
+					return i, err
+				}
+			}
+		}
 		// A value is expected at d[i].
 		if i >= len(d) {
 			return i, unexpected(d, i, "value")
@@ -218,13 +438,22 @@ func skipValue(d []byte, i, depth int) (int, error) {
 				st.n--
 				break // an empty container is a complete value
 			}
-			if obj {
-				var err error
-				if i, err = scanKey(d, i); err != nil {
-					return i, err
+			key = obj
+			continue
+		case '"':
+			// A short string, without a call (see shortString).
+			if i+9 <= len(d) {
+				if m := special8(binary.LittleEndian.Uint64(d[i+1:])); m != 0 {
+					if k := bits.TrailingZeros64(m) >> 3; d[i+1+k] == '"' {
+						i += 2 + k
+						break
+					}
 				}
 			}
-			continue
+			var err error
+			if i, _, err = scanString(d, i); err != nil {
+				return i, err
+			}
 		default:
 			var err error
 			if i, err = scanScalar(d, i); err != nil {
@@ -245,12 +474,7 @@ func skipValue(d []byte, i, depth int) (int, error) {
 			c := d[i]
 			if c == ',' {
 				i = skipWS(d, i+1)
-				if obj {
-					var err error
-					if i, err = scanKey(d, i); err != nil {
-						return i, err
-					}
-				}
+				key = obj
 				break
 			}
 			if obj && c == '}' || !obj && c == ']' {
@@ -272,9 +496,13 @@ func scanKey(d []byte, i int) (int, error) {
 	if i >= len(d) || d[i] != '"' {
 		return i, unexpected(d, i, "object key")
 	}
-	i, _, err := scanString(d, i)
-	if err != nil {
-		return i, err
+	if end, _, ok := shortString(d, i); ok {
+		i = end
+	} else {
+		var err error
+		if i, _, err = scanString(d, i); err != nil {
+			return i, err
+		}
 	}
 	i = skipWS(d, i)
 	if i >= len(d) || d[i] != ':' {

@@ -1,6 +1,9 @@
 package jsonscan
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -40,12 +43,13 @@ func (k Kind) String() string {
 
 // Value is one JSON value inside a scanned document: a view of its bytes,
 // valid as long as the document's bytes are (it never copies them). The
-// value's grammar has been validated.
+// value's grammar has been validated, so reading below it (Get, Pick, Iter
+// on the Value) only finds the ends of values and never validates the same
+// bytes again: a value nested n levels deep is not scanned n times.
 type Value struct {
 	raw   []byte
 	kind  Kind
-	flags uint8  // strSlow for strings that need unescaping
-	depth uint16 // nesting of the value in its document
+	flags uint8 // strSlow and strKnown for strings
 }
 
 func kindOf(c byte) Kind {
@@ -74,7 +78,7 @@ func Parse(data []byte) (Value, error) {
 	if j := skipWS(data, end); j != len(data) {
 		return Value{}, unexpected(data, j, "end of input")
 	}
-	return newValue(data[i:end], 0), nil
+	return newValue(data[i:end]), nil
 }
 
 // Valid reports whether data is one well-formed JSON value (as json.Valid).
@@ -83,17 +87,10 @@ func Valid(data []byte) bool {
 	return err == nil
 }
 
-func newValue(raw []byte, depth int) Value {
-	v := Value{raw: raw, kind: kindOf(raw[0]), depth: uint16(depth)}
-	if v.kind == String {
-		for _, c := range raw {
-			if c == '\\' || c >= 0x80 {
-				v.flags = strSlow
-				break
-			}
-		}
-	}
-	return v
+// newValue wraps the validated value raw. A string's flags are computed
+// when it is first read: most values found are never read as strings.
+func newValue(raw []byte) Value {
+	return Value{raw: raw, kind: kindOf(raw[0])}
 }
 
 // Get returns the value at path in the JSON document data. Every container
@@ -106,7 +103,7 @@ func Get(data []byte, path string) (Value, error) {
 	if i >= len(data) {
 		return Value{}, unexpected(data, i, "value")
 	}
-	v, end, err := get(data[i:], 0, path)
+	v, end, err := get(data[i:], path, false)
 	if err != nil && err != ErrNotFound && err != ErrType {
 		return Value{}, err
 	}
@@ -118,24 +115,35 @@ func Get(data []byte, path string) (Value, error) {
 	return v, err
 }
 
-// Get returns the value at path below v (see the package Get).
+// Get returns the value at path below v (see the package Get). v was
+// validated when it was found, so this only skips to the path's value.
 func (v Value) Get(path string) (Value, error) {
 	if v.kind == 0 {
 		return Value{}, ErrNotFound
 	}
-	r, _, err := get(v.raw, int(v.depth), path)
+	r, _, err := get(v.raw, path, true)
 	return r, err
 }
 
+// skipAny returns the end of the value at d[i]: validated at depth (the
+// nesting of d[i]) unless trusted, when d[i:] was validated already.
+func skipAny(d []byte, i, depth int, trusted bool) (int, error) {
+	if trusted {
+		return skipTrusted(d, i), nil
+	}
+	return skipValue(d, i, depth)
+}
+
 // get resolves path inside the value that starts at d[0]; end is where that
-// outer value ends in d.
-func get(d []byte, depth int, path string) (v Value, end int, err error) {
+// outer value ends in d. Unless trusted, the outer value is validated in
+// full (at depth 0); what lies below it is then trusted.
+func get(d []byte, path string, trusted bool) (v Value, end int, err error) {
 	if path == "" {
-		end, err := skipValue(d, 0, depth)
+		end, err := skipAny(d, 0, 0, trusted)
 		if err != nil {
 			return Value{}, end, err
 		}
-		return newValue(d[:end], depth), end, nil
+		return newValue(d[:end]), end, nil
 	}
 	key, idx, rest, perr := nextStep(path)
 	if perr != nil {
@@ -144,22 +152,22 @@ func get(d []byte, depth int, path string) (v Value, end int, err error) {
 	var s, e int
 	if idx < 0 {
 		if d[0] != '{' {
-			end, err := skipValue(d, 0, depth)
+			end, err := skipAny(d, 0, 0, trusted)
 			if err != nil {
 				return Value{}, end, err
 			}
 			return Value{}, end, ErrType
 		}
-		s, e, end, err = findKey(d, depth, key)
+		s, e, end, err = findKey(d, key, trusted)
 	} else {
 		if d[0] != '[' {
-			end, err := skipValue(d, 0, depth)
+			end, err := skipAny(d, 0, 0, trusted)
 			if err != nil {
 				return Value{}, end, err
 			}
 			return Value{}, end, ErrType
 		}
-		s, e, end, err = findIndex(d, depth, idx)
+		s, e, end, err = findIndex(d, idx, trusted)
 	}
 	if err != nil {
 		return Value{}, end, err
@@ -168,9 +176,9 @@ func get(d []byte, depth int, path string) (v Value, end int, err error) {
 		return Value{}, end, ErrNotFound
 	}
 	if rest == "" { // d[s:e] was validated by the scan above
-		return newValue(d[s:e], depth+1), end, nil
+		return newValue(d[s:e]), end, nil
 	}
-	v, _, err = get(d[s:e], depth+1, rest)
+	v, _, err = get(d[s:e], rest, true)
 	return v, end, err
 }
 
@@ -224,13 +232,11 @@ func (e *PathError) Error() string { return "jsonscan: malformed path " + strcon
 
 func badPath(p string) error { return &PathError{Path: p} }
 
-// findKey scans the object at d[0] == '{' in full and returns the span of
-// the last member named key (s = -1 when absent) and the object's end.
-func findKey(d []byte, depth int, key string) (s, e, end int, err error) {
+// findKey scans the object at d[0] == '{' (validating its members unless
+// trusted) and returns the span of the last member named key (s = -1 when
+// absent) and the object's end.
+func findKey(d []byte, key string, trusted bool) (s, e, end int, err error) {
 	s, e = -1, -1
-	if depth+1 > maxDepth {
-		return s, e, 0, syntaxErr(0, "exceeded max depth")
-	}
 	i := skipWS(d, 1)
 	if i < len(d) && d[i] == '}' {
 		return s, e, i + 1, nil
@@ -241,18 +247,19 @@ func findKey(d []byte, depth int, key string) (s, e, end int, err error) {
 		}
 		ks := i
 		var flags uint8
-		i, flags, err = scanString(d, i)
-		if err != nil {
+		if end, f, ok := shortString(d, i); ok {
+			i, flags = end, f
+		} else if i, flags, err = scanString(d, i); err != nil {
 			return s, e, i, err
 		}
-		match := keyEqual(d[ks+1:i-1], flags, key)
+		match := keyEqual(d[ks+1:i-1], flags|strKnown, key)
 		i = skipWS(d, i)
 		if i >= len(d) || d[i] != ':' {
 			return s, e, i, unexpected(d, i, "':'")
 		}
 		i = skipWS(d, i+1)
 		vs := i
-		if i, err = skipValue(d, i, depth+1); err != nil {
+		if i, err = skipAny(d, i, 1, trusted); err != nil {
 			return s, e, i, err
 		}
 		if match {
@@ -273,20 +280,128 @@ func findKey(d []byte, depth int, key string) (s, e, end int, err error) {
 	}
 }
 
-// findIndex scans the array at d[0] == '[' in full and returns the span of
-// element n (s = -1 when the array is shorter) and the array's end.
-func findIndex(d []byte, depth, n int) (s, e, end int, err error) {
-	s, e = -1, -1
-	if depth+1 > maxDepth {
-		return s, e, 0, syntaxErr(0, "exceeded max depth")
+// Pick reads several members of the object data in one pass: out[i] is
+// set to the value of keys[i], or to the zero Value when the object has no
+// such key (the last duplicate wins, as in Get). The whole document is
+// validated, as by Get. A document that is not an object is ErrType.
+//
+// One pass matters in a sandboxed guest, where the cost is per byte
+// scanned: an adapter that needs "choices" and "usage" of an event reads
+// it once instead of twice.
+//
+//	var f [2]jsonscan.Value
+//	err := jsonscan.Pick(data, f[:], "choices", "usage")
+func Pick(data []byte, out []Value, keys ...string) error {
+	if len(out) < len(keys) {
+		return errShortOut
 	}
+	clear(out[:len(keys)])
+	i := skipWS(data, 0)
+	if i >= len(data) {
+		return unexpected(data, i, "value")
+	}
+	d := data[i:]
+	var end int
+	var err error
+	if d[0] != '{' {
+		if end, err = skipValue(d, 0, 0); err == nil {
+			err = ErrType
+		}
+	} else {
+		end, err = pickKeys(d, out, keys, false)
+	}
+	if err != nil && err != ErrType {
+		return err
+	}
+	if j := skipWS(data, i+end); j != len(data) {
+		clear(out[:len(keys)])
+		return unexpected(data, j, "end of input")
+	}
+	return err
+}
+
+// Pick is the package Pick for the members of an object value.
+func (v Value) Pick(out []Value, keys ...string) error {
+	if len(out) < len(keys) {
+		return errShortOut
+	}
+	clear(out[:len(keys)])
+	if v.kind != Object {
+		return ErrType
+	}
+	_, err := pickKeys(v.raw, out, keys, true)
+	return err
+}
+
+var errShortOut = errors.New("jsonscan: Pick: out is shorter than keys")
+
+// pickKeys scans the object at d[0] == '{' (validating its members unless
+// trusted), setting out[k] to the last member named keys[k]; it returns the
+// object's end.
+func pickKeys(d []byte, out []Value, keys []string, trusted bool) (end int, err error) {
+	i := skipWS(d, 1)
+	if i < len(d) && d[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(d) || d[i] != '"' {
+			return i, unexpected(d, i, "object key")
+		}
+		ks := i
+		var flags uint8
+		if end, f, ok := shortString(d, i); ok {
+			i, flags = end, f
+		} else if i, flags, err = scanString(d, i); err != nil {
+			return i, err
+		}
+		key := d[ks+1 : i-1]
+		flags |= strKnown
+		i = skipWS(d, i)
+		if i >= len(d) || d[i] != ':' {
+			return i, unexpected(d, i, "':'")
+		}
+		i = skipWS(d, i+1)
+		vs := i
+		if i, err = skipAny(d, i, 1, trusted); err != nil {
+			return i, err
+		}
+		for k, want := range keys {
+			// A plain key of another length cannot match: decided here,
+			// without a call, for most of the len(keys) comparisons.
+			if flags&strSlow == 0 && len(want) != len(key) {
+				continue
+			}
+			if keyEqual(key, flags, want) {
+				out[k] = newValue(d[vs:i])
+			}
+		}
+		i = skipWS(d, i)
+		if i >= len(d) {
+			return i, unexpected(d, i, "',' or '}'")
+		}
+		switch d[i] {
+		case ',':
+			i = skipWS(d, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return i, unexpected(d, i, "',' or '}'")
+		}
+	}
+}
+
+// findIndex scans the array at d[0] == '[' (validating its elements unless
+// trusted) and returns the span of element n (s = -1 when the array is
+// shorter) and the array's end.
+func findIndex(d []byte, n int, trusted bool) (s, e, end int, err error) {
+	s, e = -1, -1
 	i := skipWS(d, 1)
 	if i < len(d) && d[i] == ']' {
 		return s, e, i + 1, nil
 	}
 	for k := 0; ; k++ {
 		vs := i
-		if i, err = skipValue(d, i, depth+1); err != nil {
+		if i, err = skipAny(d, i, 1, trusted); err != nil {
 			return s, e, i, err
 		}
 		if k == n {
@@ -309,8 +424,11 @@ func findIndex(d []byte, depth, n int) (s, e, end int, err error) {
 
 // keyEqual compares a raw key (without quotes) with key after unescaping.
 func keyEqual(raw []byte, flags uint8, key string) bool {
+	if flags&strKnown == 0 {
+		flags = strFlags(raw)
+	}
 	if flags&strSlow == 0 {
-		return string(raw) == key
+		return len(raw) == len(key) && equalBytes(raw, key)
 	}
 	return unescapedEqual(raw, key)
 }
@@ -388,10 +506,30 @@ func (v Value) String() (string, error) {
 	if v.kind != String {
 		return "", ErrType
 	}
-	if v.flags&strSlow == 0 {
-		return string(v.raw[1 : len(v.raw)-1]), nil
+	body := v.raw[1 : len(v.raw)-1]
+	if v.plain(body) {
+		return string(body), nil
 	}
-	return string(appendUnescaped(make([]byte, 0, len(v.raw)), v.raw[1:len(v.raw)-1])), nil
+	return string(appendUnescaped(make([]byte, 0, len(body)), body)), nil
+}
+
+// UnsafeString is String without the copy: when the string holds no
+// escapes (and is valid UTF-8) the result aliases the document's bytes,
+// which must then stay unchanged for as long as the string is used. It
+// suits a document decoded once into values that own it, where one copy
+// of the document replaces a copy per string.
+func (v Value) UnsafeString() (string, error) {
+	if v.kind != String {
+		return "", ErrType
+	}
+	body := v.raw[1 : len(v.raw)-1]
+	if len(body) == 0 {
+		return "", nil
+	}
+	if v.plain(body) {
+		return unsafe.String(&body[0], len(body)), nil
+	}
+	return string(appendUnescaped(make([]byte, 0, len(body)), body)), nil
 }
 
 // AppendString appends a string value, unescaped, to dst.
@@ -399,10 +537,72 @@ func (v Value) AppendString(dst []byte) ([]byte, error) {
 	if v.kind != String {
 		return dst, ErrType
 	}
-	if v.flags&strSlow == 0 {
-		return append(dst, v.raw[1:len(v.raw)-1]...), nil
+	body := v.raw[1 : len(v.raw)-1]
+	if v.plain(body) {
+		return append(dst, body...), nil
 	}
-	return appendUnescaped(dst, v.raw[1:len(v.raw)-1]), nil
+	return appendUnescaped(dst, body), nil
+}
+
+// plain reports whether the string body decodes to its own bytes: no
+// escapes, and valid UTF-8 (invalid bytes decode to U+FFFD).
+func (v Value) plain(body []byte) bool {
+	flags := v.flags
+	if flags&strKnown == 0 {
+		flags = strFlags(body)
+	}
+	return flags&strSlow == 0 || bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body)
+}
+
+// strFlags computes a string body's flags in one pass of eight-byte words.
+func strFlags(body []byte) uint8 {
+	var m uint64
+	for len(body) >= 8 {
+		v := binary.LittleEndian.Uint64(body)
+		b := v ^ ('\\' * ones)
+		m |= v | (b-ones)&^b
+		body = body[8:]
+	}
+	v := loadShort(body) // zero padding is neither '\\' nor >= 0x80
+	b := v ^ ('\\' * ones)
+	if (m|v|(b-ones)&^b)&high != 0 {
+		return strKnown | strSlow
+	}
+	return strKnown
+}
+
+// loadShort packs a slice of fewer than eight bytes into a word without a
+// loop: for a given length, the first and last four (or two) bytes, which
+// may overlap, determine the bytes.
+func loadShort(p []byte) uint64 {
+	switch n := len(p); {
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(p)) | uint64(binary.LittleEndian.Uint32(p[n-4:]))<<32
+	case n >= 2:
+		return uint64(binary.LittleEndian.Uint16(p)) | uint64(binary.LittleEndian.Uint16(p[n-2:]))<<16
+	case n == 1:
+		return uint64(p[0])
+	}
+	return 0
+}
+
+// equalBytes reports whether a and b hold the same bytes, comparing
+// eight-byte words (the runtime's comparison loops byte by byte in wasm).
+func equalBytes(a []byte, b string) bool {
+	n := len(a)
+	if n != len(b) {
+		return false
+	}
+	pb := unsafe.Slice(unsafe.StringData(b), n)
+	if n < 8 {
+		return loadShort(a) == loadShort(pb)
+	}
+	for i := 0; i+8 < n; i += 8 {
+		if binary.LittleEndian.Uint64(a[i:]) != binary.LittleEndian.Uint64(pb[i:]) {
+			return false
+		}
+	}
+	return binary.LittleEndian.Uint64(a[n-8:]) == binary.LittleEndian.Uint64(pb[n-8:])
 }
 
 // Equal reports whether v is a string whose unescaped text is s. It does not
@@ -417,15 +617,32 @@ func (v Value) Equal(s string) bool {
 // appendUnescaped decodes the body of a validated string literal the way
 // encoding/json (v1) does: escapes resolved, surrogate pairs combined, lone
 // surrogates and invalid UTF-8 bytes replaced by U+FFFD.
+//
+// Runs between escapes are copied whole when they are valid UTF-8 (found
+// with assembly-backed bytes.IndexByte and utf8.Valid): a per-character
+// loop is what costs in a sandboxed guest.
 func appendUnescaped(dst, s []byte) []byte {
-	for i := 0; i < len(s); {
-		r, n := nextRune(s, i)
-		if r < utf8.RuneSelf {
-			dst = append(dst, byte(r))
-		} else {
-			dst = utf8.AppendRune(dst, r)
+	for len(s) > 0 {
+		k := bytes.IndexByte(s, '\\')
+		run := s
+		if k >= 0 {
+			run = s[:k]
 		}
-		i += n
+		if utf8.Valid(run) {
+			dst = append(dst, run...)
+		} else {
+			for i := 0; i < len(run); {
+				r, n := utf8.DecodeRune(run[i:]) // RuneError, 1 for invalid bytes
+				dst = utf8.AppendRune(dst, r)
+				i += n
+			}
+		}
+		if k < 0 {
+			break
+		}
+		r, n := nextRune(s, k)
+		dst = utf8.AppendRune(dst, r)
+		s = s[k+n:]
 	}
 	return dst
 }
@@ -520,14 +737,13 @@ func hex4(b []byte) rune {
 //	}
 //	if err := it.Err(); err != nil { ... }
 type Iter struct {
-	d     []byte
-	i     int
-	n     int
-	depth int
-	obj   bool
-	key   Value
-	val   Value
-	err   error
+	d   []byte
+	i   int
+	n   int
+	obj bool
+	key Value
+	val Value
+	err error
 }
 
 // Iter returns an iterator over an object or array; for other kinds the
@@ -535,7 +751,7 @@ type Iter struct {
 func (v Value) Iter() Iter {
 	switch v.kind {
 	case Object, Array:
-		return Iter{d: v.raw, i: skipWS(v.raw, 1), n: -1, depth: int(v.depth) + 1, obj: v.kind == Object}
+		return Iter{d: v.raw, i: skipWS(v.raw, 1), n: -1, obj: v.kind == Object}
 	}
 	return Iter{err: ErrType}
 }
@@ -558,14 +774,16 @@ func (it *Iter) Next() bool {
 		it.i = len(d)
 		return false
 	}
+	// The container was validated when its Value was found: keys and
+	// values are only skipped (a key's flags are computed if it is read).
 	if it.obj {
-		ks := i
-		end, flags, err := scanString(d, i)
-		if err != nil {
-			it.err = err
+		if d[i] != '"' {
+			it.err = unexpected(d, i, "object key")
 			return false
 		}
-		it.key = Value{raw: d[ks:end], kind: String, flags: flags, depth: uint16(it.depth)}
+		end := skipStringTrusted(d, i)
+		// Flags now, once, rather than at every Equal on the key.
+		it.key = Value{raw: d[i:end], kind: String, flags: strFlags(d[i+1 : max(end-1, i+1)])}
 		i = skipWS(d, end)
 		if i >= len(d) || d[i] != ':' {
 			it.err = unexpected(d, i, "':'")
@@ -573,12 +791,12 @@ func (it *Iter) Next() bool {
 		}
 		i = skipWS(d, i+1)
 	}
-	end, err := skipValue(d, i, it.depth)
-	if err != nil {
-		it.err = err
+	end := skipTrusted(d, i)
+	if end <= i {
+		it.err = unexpected(d, i, "value")
 		return false
 	}
-	it.val = newValue(d[i:end], it.depth)
+	it.val = newValue(d[i:end])
 	it.i = end
 	it.n++
 	return true

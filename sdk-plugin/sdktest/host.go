@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,7 +26,9 @@ type Options struct {
 	// the host cancels a run. Nil means t.Context().
 	Context context.Context
 	// HTTPClient performs the plugin's requests (tests point them at
-	// httptest servers on loopback). Nil means a plain client. Redirects are
+	// httptest servers on loopback; pass srv.Client() for TLS servers). Nil
+	// means a plain client with its own transport that reaches loopback
+	// hosts only (anything else fails as abi.ErrNetwork). Redirects are
 	// never followed whatever the client says: a 3xx answer is
 	// abi.ErrRedirect, as in the host.
 	HTTPClient *http.Client
@@ -123,11 +126,16 @@ func NewHost(t testing.TB, opts Options) *Host {
 		parent = t.Context()
 	}
 	ctx, cancel := context.WithCancel(parent)
-	client := http.DefaultClient
+	var c http.Client
 	if opts.HTTPClient != nil {
-		client = opts.HTTPClient
+		c = *opts.HTTPClient
+	} else {
+		// A transport of its own, closed with the host: no connection (and
+		// no goroutine) outlives the test.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		c.Transport = tr
+		t.Cleanup(tr.CloseIdleConnections)
 	}
-	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	h := &Host{t: t, opts: opts, ctx: ctx, cancel: cancel, client: &c, handles: map[int32]*handle{}}
 	t.Cleanup(h.Close)
@@ -235,12 +243,15 @@ func copyIn(buf, data []byte) int32 {
 	return int32(len(data))
 }
 
+// Input implements sdk.Host: the input set by SetInput, with the buffer rule.
 func (h *Host) Input(buf []byte) int32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return copyIn(buf, h.input)
 }
 
+// Output implements sdk.Host; like the host, an output past
+// abi.MaxOutputBytes is a failure (the host traps the call).
 func (h *Host) Output(p []byte) {
 	if len(p) > abi.MaxOutputBytes {
 		h.t.Errorf("sdktest: output of %d bytes exceeds abi.MaxOutputBytes (the host traps the call)", len(p))
@@ -251,6 +262,7 @@ func (h *Host) Output(p []byte) {
 	h.output = bytes.Clone(p)
 }
 
+// Config implements sdk.Host: Options.Config, with the buffer rule.
 func (h *Host) Config(buf []byte) int32 {
 	cfg := h.opts.Config
 	if cfg == nil {
@@ -259,6 +271,9 @@ func (h *Host) Config(buf []byte) int32 {
 	return copyIn(buf, cfg)
 }
 
+// Emit implements sdk.Host: it records the item (marked Dropped after
+// cancellation, as the host ignores it), checks usage JSON strictly, runs
+// Options.OnEmit and reports cancellation.
 func (h *Host) Emit(kind abi.EmitKind, p []byte) bool {
 	if len(p) > abi.MaxEmitBytes {
 		h.t.Errorf("sdktest: emit of %d bytes exceeds abi.MaxEmitBytes", len(p))
@@ -293,8 +308,10 @@ func (h *Host) Emit(kind abi.EmitKind, p []byte) bool {
 	return h.isCancelled()
 }
 
+// Cancelled implements sdk.Host.
 func (h *Host) Cancelled() bool { return h.isCancelled() }
 
+// Log implements sdk.Host: lines at or above Options.LogLevel are kept.
 func (h *Host) Log(level abi.LogLevel, msg []byte) {
 	if !h.LogEnabled(level) {
 		return
@@ -304,8 +321,17 @@ func (h *Host) Log(level abi.LogLevel, msg []byte) {
 	h.logs = append(h.logs, LogLine{Level: level, Msg: string(msg)})
 }
 
+// LogEnabled implements sdk.Host.
 func (h *Host) LogEnabled(level abi.LogLevel) bool {
 	return level >= max(h.opts.LogLevel, abi.LogDebug) && level <= abi.LogError
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // droppedHeader reports request headers the host never takes from a guest:
@@ -320,6 +346,11 @@ func droppedHeader(name string) bool {
 	}
 }
 
+// HTTPStart implements sdk.Host with the host's request rules: strict meta
+// JSON, http(s) URLs without credentials, Options.Origins, loopback only
+// (unless the test brought its own client), credential and hop-by-hop
+// headers dropped and Options.Headers set, size and handle limits, no
+// redirects.
 func (h *Host) HTTPStart(meta, body []byte) int32 {
 	var req abi.HTTPRequest
 	if err := decodeStrict(meta, &req); err != nil || req.Method == "" {
@@ -337,6 +368,12 @@ func (h *Host) HTTPStart(meta, body []byte) int32 {
 		if !allowed {
 			return int32(abi.ErrDenied)
 		}
+	}
+	if h.opts.HTTPClient == nil && !loopback(u.Hostname()) {
+		// Unit tests stay off the network: without a client of the test's
+		// own, only loopback servers are reachable.
+		h.t.Logf("sdktest: request to non-loopback host %q refused as a network error", u.Hostname())
+		return int32(abi.ErrNetwork)
 	}
 	if len(body) > abi.MaxRequestBytes {
 		return int32(abi.ErrLimit)
@@ -407,6 +444,7 @@ func (h *Host) handle(id int32) *handle {
 	return h.handles[id]
 }
 
+// HTTPHead implements sdk.Host: status and lower-case first header values.
 func (h *Host) HTTPHead(id int32, buf []byte) int32 {
 	x := h.handle(id)
 	if x == nil {
@@ -415,6 +453,8 @@ func (h *Host) HTTPHead(id int32, buf []byte) int32 {
 	return copyIn(buf, x.head)
 }
 
+// HTTPRead implements sdk.Host, bounding a raw body by
+// abi.MaxResponseBytes (abi.MaxStreamBytes for a streamed request).
 func (h *Host) HTTPRead(id int32, buf []byte) int64 {
 	x := h.handle(id)
 	if x == nil {
@@ -449,6 +489,9 @@ func (h *Host) readErr(err error) abi.Errno {
 	return abi.ErrNetwork
 }
 
+// HTTPNextEvent implements sdk.Host: events framed by abi/sse, a frame that
+// does not fit kept for the retry, cumulative data bounded by
+// abi.MaxStreamBytes.
 func (h *Host) HTTPNextEvent(id int32, buf []byte) int64 {
 	x := h.handle(id)
 	if x == nil {
@@ -483,6 +526,7 @@ func (h *Host) HTTPNextEvent(id int32, buf []byte) int64 {
 	return abi.PackEOF(uint32(n), false)
 }
 
+// HTTPClose implements sdk.Host; unknown handles are ignored.
 func (h *Host) HTTPClose(id int32) {
 	h.mu.Lock()
 	x := h.handles[id]

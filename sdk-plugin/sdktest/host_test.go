@@ -120,3 +120,10 @@ func TestCall(t *testing.T) {
 		t.Errorf("HTTP to a closed port: %v", err)
 	}
 }
+
+func TestLoopbackOnly(t *testing.T) {
+	h := sdktest.NewHost(t, sdktest.Options{})
+	if id := start(h, "https://api.example.com/v1/models", false); abi.Errno(id) != abi.ErrNetwork {
+		t.Errorf("request to a public host: %d, want ErrNetwork", id)
+	}
+}

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"strconv"
@@ -79,7 +80,9 @@ func emit(kind abi.EmitKind, s string) int32 {
 	return hostEmit(int32(kind), ptr(b), uint32(len(b)))
 }
 
-var sink []byte   // keeps allocations alive
+var sink []byte // keeps allocations alive
+var noopOut = []byte(`{"text":"","finishReason":"stop"}`)
+
 var hold [][]byte // memory growth
 var spin int
 
@@ -93,8 +96,15 @@ func call(op int32) int32 {
 		setOutput(abi.InspectOutput{Code: "CATALOG_AVAILABLE", Models: []string{"m1"}, Complete: true})
 		return 0
 	case abi.OpComplete:
+		raw := pull(hostInput)
+		if bytes.Contains(raw, []byte(`"content":"noop`)) {
+			// Benchmark fast path: measure the host's per-call cost, not
+			// the guest's JSON decoder.
+			hostOutput(ptr(noopOut), uint32(len(noopOut)))
+			return 0
+		}
 		var in abi.CompleteInput
-		if err := json.Unmarshal(pull(hostInput), &in); err != nil {
+		if err := json.Unmarshal(raw, &in); err != nil {
 			return 1
 		}
 		msg := ""
