@@ -50,7 +50,8 @@ type Host interface {
 
 // Call is the handle of one operation (one model turn, probe or tool call).
 // It is valid only during the Complete, Inspect or Invoke that received it
-// and must not be used from other goroutines concurrently.
+// (the next operation reuses its memory) and must not be used from other
+// goroutines concurrently.
 type Call struct {
 	h         Host
 	cancelled bool // sticky once the host said so
@@ -65,8 +66,9 @@ type Call struct {
 	scratch []byte // head JSON, usage JSON
 }
 
-// NewCall returns a Call backed by h. The SDK's glue creates one per
-// operation; sdktest uses it to test helpers that take a *Call.
+// NewCall returns a Call backed by h. Dispatch gives each operation a
+// fresh Call (recycling the previous one's memory once it returned);
+// sdktest uses NewCall to test helpers that take a *Call.
 func NewCall(h Host) *Call { return &Call{h: h} }
 
 // Config returns the instance's validated, non-secret settings as a JSON

@@ -12,9 +12,10 @@
 //     see Fault), and encodes it in the vendor's format. It also serves the
 //     vendor's models list, paginated the vendor's way.
 //   - Transcript replay (Options.Script): it answers the n-th request with the
-//     n-th recorded response of a txtar transcript, byte for byte. Replay runs
-//     a whole transcript file against an adapter and compares the request the
-//     adapter sent and the items it emitted with the ones recorded.
+//     n-th recorded response of a txtar transcript, byte for byte.
+//     simtest.Replay runs a whole transcript file against an adapter and
+//     compares the request the adapter sent and the items it emitted with the
+//     ones recorded.
 //
 // Either way every request is recorded (Requests) with the credential header
 // redacted and checked against Options.APIKey: the host, not the plugin,
@@ -26,7 +27,7 @@
 // # Adding a vendor
 //
 // Each vendor is one file, <vendor>.go, with a type implementing Vendor that
-// registers itself from init with Register. The core (server.go, reply.go,
+// registers itself from init with Register. The core (server.go, scenario.go,
 // transcript.go) knows nothing vendor-specific: routing, request decoding,
 // error bodies, SSE event shapes, terminal markers and models pagination all
 // belong to the Vendor. openai.go is the reference implementation.
@@ -59,22 +60,18 @@
 //	response.tail.sse    bytes sent after the repeated block
 //	events.jsonl         the items the adapter emitted and its outcome, one Event per line
 //
-// Replay with Update set rewrites events.jsonl and request.json from what the
-// adapter did (the go/printer "-update" convention): review the diff.
+// simtest.Replay with Update set rewrites events.jsonl and request.json from
+// what the adapter did (Case.SetFile, Case.Format): review the diff.
 //
 // # Running adapters
 //
-// SDKRunner runs a provider natively through sdk-plugin/sdktest the way the
-// host runs its wasm build (HostOptions: the vendor's credential header
-// injected, only the simulator's origin reachable), so a plugin's transcript
-// test is
-//
-//	vendorsim.ReplayDir(t, "testdata", vendorsim.ReplayOptions{
-//		Vendor: "openai", APIKey: testKey, Update: *update,
-//		Run: vendorsim.SDKRunner(provider{}),
-//	})
-//
-// and its conformance tests point sdktest at MustNew(t, vendor, Options{…}).
-// internal/qualify uses the conformance responder for `adhost qualify
-// --simulate`.
+// This package is linked into the adhost binary: internal/qualify uses the
+// conformance responder for `adhost qualify --simulate`. It therefore must not
+// import the testing package or sdk-plugin/sdktest (TestNoTestingInBinary
+// checks). The test-only helpers live in internal/vendorsim/simtest: Replay
+// and ReplayDir, and SDKRunner, which runs a provider natively through sdktest
+// the way the host runs its wasm build (HostOptions: the vendor's credential
+// header injected, only the simulator's origin reachable). A plugin's
+// conformance tests point sdktest at MustNew(t, vendor, Options{…}); MustNew
+// takes a small interface rather than testing.TB for the same reason.
 package vendorsim

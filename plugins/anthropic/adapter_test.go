@@ -13,6 +13,7 @@ import (
 
 	"adhost/abi"
 	"adhost/internal/vendorsim"
+	"adhost/internal/vendorsim/simtest"
 	"adhost/runtime/manifest"
 	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/sdktest"
@@ -99,7 +100,7 @@ func events(r *sdktest.Result) []vendorsim.Event {
 }
 
 // run is the transcript runner: one adapter call through sdktest.
-func run(t *testing.T, c *vendorsim.Call) []vendorsim.Event {
+func run(t *testing.T, c *simtest.Call) []vendorsim.Event {
 	opts := hostOptions(t, c.Settings)
 	switch c.Turn.Op {
 	case vendorsim.OpInspect:
@@ -121,7 +122,7 @@ func run(t *testing.T, c *vendorsim.Call) []vendorsim.Event {
 // TestTranscripts replays testdata/*.txtar: recorded Messages API exchanges
 // based on Anthropic's published examples.
 func TestTranscripts(t *testing.T) {
-	vendorsim.ReplayDir(t, "testdata", vendorsim.ReplayOptions{Vendor: "anthropic", APIKey: testKey, Update: *update, Run: run})
+	simtest.ReplayDir(t, "testdata", simtest.ReplayOptions{Vendor: "anthropic", APIKey: testKey, Update: *update, Run: run})
 }
 
 // TestTranscriptsNeverLeak checks that no recorded error or output carries

@@ -8,6 +8,7 @@ import (
 
 	"adhost/abi"
 	"adhost/internal/vendorsim"
+	"adhost/internal/vendorsim/simtest"
 	"adhost/sdk-plugin/sdktest"
 )
 
@@ -19,7 +20,7 @@ func sim(t *testing.T, opts vendorsim.Options) (*vendorsim.Server, sdktest.Optio
 		opts.APIKey = testKey
 	}
 	s := vendorsim.MustNew(t, "openai", opts)
-	ho := vendorsim.HostOptions(s, testKey)
+	ho := simtest.HostOptions(s, testKey)
 	ho.Config = settingsFor(t, s.Endpoint(), nil)
 	return s, ho
 }
@@ -248,7 +249,7 @@ func TestFaults(t *testing.T) {
 func TestCredential(t *testing.T) {
 	for _, key := range []string{"", "sk-wrong"} {
 		s := vendorsim.MustNew(t, "openai", vendorsim.Options{APIKey: testKey})
-		ho := vendorsim.HostOptions(s, key)
+		ho := simtest.HostOptions(s, key)
 		ho.Config = settingsFor(t, s.Endpoint(), nil)
 		res := sdktest.Complete(t, provider{}, userTurn(vendorsim.ScenarioText), ho)
 		if res.Status != abi.StatusError || res.Error.Code != "PROVIDER_AUTH" {
@@ -261,7 +262,7 @@ func TestCredential(t *testing.T) {
 	// The adapter itself never sends an Authorization header: with nothing
 	// injected, none arrives.
 	s := vendorsim.MustNew(t, "openai", vendorsim.Options{})
-	ho := vendorsim.HostOptions(s, "")
+	ho := simtest.HostOptions(s, "")
 	ho.Config = settingsFor(t, s.Endpoint(), nil)
 	sdktest.Complete(t, provider{}, userTurn(vendorsim.ScenarioText), ho)
 	if h := s.Requests()[0].Header; h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
@@ -274,7 +275,7 @@ func TestCredential(t *testing.T) {
 func TestOtherOriginDenied(t *testing.T) {
 	allowed := vendorsim.MustNew(t, "openai", vendorsim.Options{})
 	other := vendorsim.MustNew(t, "openai", vendorsim.Options{})
-	ho := vendorsim.HostOptions(allowed, testKey)
+	ho := simtest.HostOptions(allowed, testKey)
 	ho.Config = settingsFor(t, other.Endpoint(), nil)
 	res := sdktest.Complete(t, provider{}, userTurn(vendorsim.ScenarioText), ho)
 	if res.Status != abi.StatusError || res.Error.Code != "PROVIDER_UNREACHABLE" {
@@ -289,7 +290,7 @@ func TestOtherOriginDenied(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	s := vendorsim.MustNew(t, "openai", vendorsim.Options{})
 	ep := s.Endpoint()
-	ho := vendorsim.HostOptions(s, testKey)
+	ho := simtest.HostOptions(s, testKey)
 	s.Close()
 	ho.Config = settingsFor(t, ep, nil)
 	res := sdktest.Complete(t, provider{}, userTurn(vendorsim.ScenarioText), ho)
@@ -326,7 +327,7 @@ func TestInspect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.APIKey = testKey
 			s := vendorsim.MustNew(t, "openai", tc.opts)
-			ho := vendorsim.HostOptions(s, tc.key)
+			ho := simtest.HostOptions(s, tc.key)
 			ho.Config = settingsFor(t, s.Endpoint(), nil)
 			res := sdktest.Inspect(t, provider{}, ho)
 			if res.Status != abi.StatusOK {

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"adhost/internal/vendorsim"
+	"adhost/internal/vendorsim/simtest"
 )
 
 var update = flag.Bool("update", false, "rewrite events.jsonl and request.json of testdata/*.txtar")
@@ -16,10 +16,10 @@ const testKey = "sk-test-openai-0123456789"
 // TestTranscripts replays testdata/*.txtar against the adapter through the
 // SDK's fake host (see internal/vendorsim for the format).
 func TestTranscripts(t *testing.T) {
-	vendorsim.ReplayDir(t, "testdata", vendorsim.ReplayOptions{
+	simtest.ReplayDir(t, "testdata", simtest.ReplayOptions{
 		Vendor: "openai",
 		APIKey: testKey,
 		Update: *update,
-		Run:    vendorsim.SDKRunner(provider{}),
+		Run:    simtest.SDKRunner(provider{}),
 	})
 }

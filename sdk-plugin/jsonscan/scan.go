@@ -228,17 +228,29 @@ func skipTrusted(d []byte, i int) int {
 	for i < len(d) {
 		switch d[i] | 0x20 {
 		case '"' | 0x20: // '"' is 0x22: the 0x20 bit is set already
+			// A string closing within eight bytes without a call (most
+			// keys), else skipStringTrusted.
+			if i+9 <= len(d) {
+				if m := quote8(binary.LittleEndian.Uint64(d[i+1:])); m != 0 {
+					if k := bits.TrailingZeros64(m) >> 3; d[i+1+k] == '"' {
+						i += 2 + k
+						break
+					}
+				}
+			}
 			i = skipStringTrusted(d, i)
-			continue
 		case '{':
 			depth++
+			i++
 		case '}':
 			if depth--; depth == 0 {
 				return i + 1
 			}
+			i++
+		default:
+			i++
 		}
 		// Jump to the next quote or bracket, eight bytes at a time.
-		i++
 		for i+8 <= len(d) {
 			m := struct8(binary.LittleEndian.Uint64(d[i:]))
 			if m != 0 {
