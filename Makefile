@@ -56,6 +56,8 @@ test: build
 	@status=0; \
 	$(GO) test -timeout 15m $$($(GO) list ./... | grep -v '^adhost/e2e$$') || status=1; \
 	ADHOST_BIN=$(CURDIR)/bin/adhost $(GO) test -count=1 -timeout 10m ./e2e/... || status=1; \
+	$(GO) test -count=1 -v -run '^(TestJSONSchemaTestSuite|TestClientFixtures)$$' ./runtime/schema ./client \
+		| grep -E '^(jsonschema|client-fixtures):' || status=1; \
 	exit $$status
 
 ## e2e: only the end-to-end tests (they build what they need)

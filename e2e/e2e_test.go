@@ -602,8 +602,31 @@ func TestQualify(t *testing.T) {
 			}
 		})
 	}
+	// The issue's form: a pinned extension against the simulator with no
+	// [[providers]] entry; the report lands under the store directory and
+	// in the store, and `plugins list` shows it for that digest.
+	code, stdout, stderr := adhost(t, "qualify", "--config", s.config, "--extension", "openai@1.0.0", "--simulate")
+	if code != 0 || !strings.Contains(stdout, "0 failed") {
+		t.Fatalf("qualify --extension: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if m, _ := filepath.Glob(filepath.Join(s.dir, "data", "qualify", "qualify-openai-1.0.0-*.json")); len(m) != 1 {
+		t.Errorf("reports under the store directory: %v", m)
+	}
+	code, stdout, stderr = adhost(t, "plugins", "list", "--config", s.config)
+	if code != 0 {
+		t.Fatalf("plugins list: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "openai" && !strings.Contains(line, "passed") {
+			t.Errorf("plugins list does not show openai's qualification: %q", line)
+		}
+	}
+	if code, _, stderr := adhost(t, "qualify", "--config", s.config, "--extension", "openai@1.0.0", "--live"); code != 2 {
+		t.Errorf("--extension --live: exit %d, want a usage error\n%s", code, stderr)
+	}
+
 	// --live needs the configured credential: refused before any request.
-	code, _, stderr := adhost(t, "qualify", "--config", s.config, "--provider", "openai-main", "--model", "gpt-4.1-mini", "--live", "--out", out)
+	code, _, stderr = adhost(t, "qualify", "--config", s.config, "--provider", "openai-main", "--model", "gpt-4.1-mini", "--live", "--out", out)
 	if code == 0 || !strings.Contains(stderr, "ADHOST_E2E_UNSET_KEY is not set") {
 		t.Errorf("--live without the key: exit %d\n%s", code, stderr)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,10 +14,12 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"adhost/host/config"
 	"adhost/runtime/manifest"
 	"adhost/runtime/wasm"
+	"adhost/store"
 )
 
 // cliPlugins is `adhost plugins list|verify|inspect|pin`.
@@ -78,8 +82,10 @@ func cliPluginsList(env *cliEnv, args []string) int {
 	if cfg == nil {
 		return env.fail("plugins list", err)
 	}
+	qualified := cliQualifications(cfg.Store.Path)
+	defer qualified.close()
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tVERSION\tKIND\tSHA256\tVERIFIED\tCAPABILITIES\tPERMISSIONS")
+	fmt.Fprintln(tw, "ID\tVERSION\tKIND\tSHA256\tVERIFIED\tQUALIFIED\tCAPABILITIES\tPERMISSIONS")
 	bad := false
 	for _, e := range cfg.Extensions {
 		kind, caps, perms, verified := "-", "-", "-", "yes"
@@ -102,7 +108,7 @@ func cliPluginsList(env *cliEnv, args []string) int {
 			caps = cliCaps(m)
 			perms = cliPerms(m)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Version, kind, cliShort(e.SHA256), verified, caps, perms)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Version, kind, cliShort(e.SHA256), verified, qualified.latest(e.SHA256), caps, perms)
 	}
 	tw.Flush()
 	if err != nil {
@@ -317,4 +323,56 @@ func cliWriteFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// cliQualifiedList reads the latest qualification of each pinned digest from
+// the store for `plugins list`. While a running host holds the store (Badger
+// allows one process), the column says so instead of failing the listing.
+type cliQualifiedList struct {
+	s   *store.Store
+	err error
+}
+
+func cliQualifications(dir string) *cliQualifiedList {
+	if _, err := os.Stat(dir); err != nil {
+		return &cliQualifiedList{} // no store yet: nothing qualified
+	}
+	s, err := store.Open(dir, store.Options{})
+	return &cliQualifiedList{s: s, err: err}
+}
+
+// latest renders the newest report of digest: "passed 2026-11-30 (simulate)",
+// "failed …", "-" when there is none, "?" when the store is unavailable.
+func (q *cliQualifiedList) latest(digest string) string {
+	switch {
+	case q.err != nil:
+		return "? (store in use)"
+	case q.s == nil:
+		return "-"
+	}
+	rec, err := q.s.LatestQualification(context.Background(), digest)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return "-"
+		}
+		return "?"
+	}
+	var rep struct {
+		Passed bool   `json:"passed"`
+		Mode   string `json:"mode"`
+	}
+	if json.Unmarshal(rec.Report, &rep) != nil {
+		return "?"
+	}
+	status := "failed"
+	if rep.Passed {
+		status = "passed"
+	}
+	return fmt.Sprintf("%s %s (%s)", status, rec.Created.Format(time.DateOnly), rep.Mode)
+}
+
+func (q *cliQualifiedList) close() {
+	if q.s != nil {
+		q.s.Close()
+	}
 }

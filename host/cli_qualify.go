@@ -9,52 +9,83 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"adhost/host/config"
 	"adhost/internal/qualify"
 	"adhost/runtime"
 	"adhost/store"
 )
 
-// cliQualify is `adhost qualify --provider P --model M [--live]`: it runs
-// the provider conformance scenarios (wire-core §16) against a configured
-// provider instance and writes a qualification report as JSON and Markdown
-// into --out, and into the store keyed by the module's digest when the
-// store is not held by a running host.
+// cliQualify runs the provider conformance scenarios (wire-core §16)
+// against a pinned extension and writes a qualification report as JSON and
+// Markdown (default: under <store>/qualify) and into the store, keyed by the
+// module's sha256, so `adhost plugins list` can show the latest result of
+// each pinned digest. A failed qualification exits non-zero.
 //
-// Without --live a provider extension with a configurable endpoint is bound
-// to the loopback vendor simulator with a generated key (no real service,
-// no configured credential is touched); an extension without network access
-// (the fixture) runs as configured, which needs no network either. --live
-// binds the instance exactly as serve does — its settings and credentials —
-// and talks to the real service; it must be asked for explicitly.
+//	adhost qualify --extension ID@VERSION [--simulate] [--model M]
+//	adhost qualify --provider P --model M [--simulate | --live]
+//
+// Simulation (the default) binds a provider extension with a configurable
+// endpoint to the loopback vendor simulator with a generated key: no real
+// service, no configured credential is touched, and --extension needs no
+// [[providers]] entry at all. An extension without network access (the
+// fixture) runs as configured, which needs no network either. --live binds
+// a configured instance exactly as serve does — its settings and
+// credentials — and talks to the real service; it must be asked for
+// explicitly, and it says so (with a note on cost) before it starts.
 func cliQualify(ctx context.Context, env *cliEnv, args []string) int {
 	fs := cliFlags(env, "qualify")
 	cfgPath := fs.String("config", "host.toml", "configuration file")
-	providerID := fs.String("provider", "", "provider instance id (required)")
-	model := fs.String("model", "", "model id (required)")
+	extRef := fs.String("extension", "", "pinned extension ID@VERSION to qualify against the simulator")
+	providerID := fs.String("provider", "", "provider instance id")
+	model := fs.String("model", "", "model id (required with --provider)")
+	simulate := fs.Bool("simulate", false, "use the loopback vendor simulator (the default)")
 	live := fs.Bool("live", false, "talk to the real service with the configured credentials")
-	outDir := fs.String("out", ".", "directory for the JSON and Markdown reports")
+	outDir := fs.String("out", "", "directory for the JSON and Markdown reports (default <store>/qualify)")
 	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
 	}
-	if *providerID == "" || *model == "" || len(pos) != 0 {
-		fmt.Fprintln(env.stderr, "usage: adhost qualify --provider P --model M [--live] [--out DIR] [--config host.toml]")
+	usage := func() int {
+		fmt.Fprintln(env.stderr, "usage: adhost qualify --extension ID@VERSION [--simulate] [--model M] | --provider P --model M [--simulate | --live] [--out DIR] [--config host.toml]")
 		return cliExitUsage
+	}
+	switch {
+	case len(pos) != 0, *simulate && *live, (*extRef == "") == (*providerID == ""):
+		return usage()
+	case *extRef != "" && *live:
+		fmt.Fprintln(env.stderr, "adhost qualify: --live needs a configured provider instance (--provider P): its settings and credentials")
+		return cliExitUsage
+	case *providerID != "" && *model == "":
+		return usage()
 	}
 	cfg, err := cliLoadConfig(*cfgPath, "", "")
 	if err != nil {
 		return env.fail("qualify", err)
 	}
-	idx := -1
-	for i, p := range cfg.Providers {
-		if p.ID == *providerID {
-			idx = i
+	if *outDir == "" {
+		*outDir = filepath.Join(cfg.Store.Path, "qualify")
+	}
+	var p config.Provider
+	if *extRef != "" {
+		if cfg.ExtensionByRef(*extRef) == nil {
+			return env.failf("qualify", "no pinned [[extensions]] entry %q in %s", *extRef, *cfgPath)
 		}
+		p = config.Provider{ID: "qualify", Extension: *extRef}
+		if *model == "" {
+			*model = "fixture-model"
+		}
+	} else {
+		idx := -1
+		for i, cp := range cfg.Providers {
+			if cp.ID == *providerID {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return env.failf("qualify", "no [[providers]] entry with id %q in %s", *providerID, *cfgPath)
+		}
+		p = cfg.Providers[idx]
 	}
-	if idx < 0 {
-		return env.failf("qualify", "no [[providers]] entry with id %q in %s", *providerID, *cfgPath)
-	}
-	p := cfg.Providers[idx]
 	pin := cfg.ExtensionByRef(p.Extension)
 	log := slog.New(slog.DiscardHandler)
 	x, err := cliLoadExtension(ctx, *pin, filepath.Join(cfg.Store.Path, "wasm-cache"), log)
@@ -75,6 +106,9 @@ func cliQualify(ctx context.Context, env *cliEnv, args []string) int {
 			if err = cliPrecheck(cfg); err != nil {
 				break
 			}
+			endpoint, _ := p.Settings[m.EndpointSetting()].(string)
+			fmt.Fprintf(env.stderr, "adhost qualify: --live: sending real requests for %s (model %s) to %s with the configured credentials; the vendor may bill them.\n",
+				p.ID, *model, cliOrDefault(endpoint, "the extension's declared origins"))
 		}
 		var inst *runtime.ProviderInstance
 		if inst, err = cliBindProvider(ctx, x, p); err != nil {
@@ -116,6 +150,13 @@ func cliQualify(ctx context.Context, env *cliEnv, args []string) int {
 		return cliExitFail
 	}
 	return cliExitOK
+}
+
+func cliOrDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 var cliUnsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
