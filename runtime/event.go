@@ -142,7 +142,14 @@ func encodeEvent(runID string, seq int64, p *payload) []byte {
 		b = append(b, p.output...) // compacted and validated before
 	case EventRunCompleted:
 		b = append(b, `,"result":`...)
-		b = appendMarshal(b, p.result)
+		// By hand, the same bytes json.Marshal writes (see appendMarshal).
+		if p.result == nil {
+			b = append(b, "null"...)
+		} else if r, err := protocol.AppendRunResult(b, p.result, true); err == nil {
+			b = r
+		} else {
+			b = append(b, "null"...)
+		}
 	case EventRunFailed, EventRunCancelled:
 		b = append(b, `,"error":`...)
 		b = appendMarshal(b, p.err)

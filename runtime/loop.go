@@ -199,56 +199,77 @@ func (t *turnSink) violateLocked(reason string) {
 
 var errInvalidTurn = errors.New("runtime: provider broke the streaming contract")
 
-type turnResult struct {
-	out *abi.CompleteOutput
-	err error
-}
-
-// callProvider runs one model turn. The provider runs in its own goroutine
-// so the engine stops waiting at cancellation even if the provider ignores
-// its context (wire-core §13).
+// callProvider runs one model turn on the run goroutine. The engine must
+// stop waiting at cancellation even if the provider ignores its context
+// (wire-core §13): when the turn's context ends while the provider still
+// runs, a goroutine started by context.AfterFunc takes the run over — it
+// ends the run exactly as this goroutine would have (terminal event, slot,
+// usage) — and the run goroutine, once the provider returns, only accounts
+// for the call and exits (errTakenOver). Calling the provider directly
+// instead of on a goroutine of its own saves a goroutine, its stack growth
+// and a channel hand-off on every turn.
 func (r *Run) callProvider(in *abi.CompleteInput) (*abi.CompleteOutput, *turnSink, error) {
 	inst := r.plan.inst
 	tctx, abort := context.WithCancelCause(r.ctx)
 	defer abort(nil)
 	t := &turnSink{r: r, canStream: inst.Capabilities["textStreaming"], abort: abort}
-	ch := make(chan turnResult, 1)
 	r.e.calls.Add(1)
-	go func() {
-		defer r.e.calls.Done()
-		res := turnResult{err: errPanic}
-		defer func() {
-			if recover() != nil {
-				res = turnResult{err: errPanic}
-			}
-			ch <- res
-		}()
-		out, err := inst.Provider.Complete(tctx, in, t)
-		res = turnResult{out: out, err: err}
-	}()
-	var res turnResult
-	select {
-	case res = <-ch:
-	case <-tctx.Done():
+	defer r.e.calls.Done()
+	stop := context.AfterFunc(tctx, func() {
+		stopped, err := r.endTurn(t)
+		if !stopped {
+			// Only reachable when the provider ended the run goroutine
+			// (runtime.Goexit): abort(nil) ran without stop.
+			err = errPanic
+		}
+		r.end(nil, err)
+	})
+	out, err := completeTurn(tctx, inst.Provider, in, t)
+	if !stop() {
+		// The turn's context ended first and the run was taken over.
+		return nil, t, errTakenOver
 	}
+	if stopped, err := r.endTurn(t); stopped {
+		return nil, t, err
+	}
+	if err != nil {
+		return nil, t, err
+	}
+	if err := r.checkTurn(out, t); err != nil {
+		return nil, t, err
+	}
+	return out, t, nil
+}
+
+// completeTurn calls the provider; a panic is errPanic.
+func completeTurn(ctx context.Context, p Provider, in *abi.CompleteInput, t *turnSink) (out *abi.CompleteOutput, err error) {
+	defer func() {
+		if recover() != nil {
+			out, err = nil, errPanic
+		}
+	}()
+	return p.Complete(ctx, in, t)
+}
+
+// endTurn closes t: later callbacks are dropped. stopped reports that the
+// turn ended the run — cancelled, or a streaming violation — and err why.
+func (r *Run) endTurn(t *turnSink) (stopped bool, err error) {
 	r.mu.Lock()
 	t.closed = true
 	violation := t.violation
 	r.mu.Unlock()
 	if r.ctx.Err() != nil {
-		return nil, t, context.Cause(r.ctx)
+		return true, context.Cause(r.ctx)
 	}
 	if violation != "" {
-		return nil, t, invalidResult(violation)
+		return true, invalidResult(violation)
 	}
-	if res.err != nil {
-		return nil, t, res.err
-	}
-	if err := r.checkTurn(res.out, t); err != nil {
-		return nil, t, err
-	}
-	return res.out, t, nil
+	return false, nil
 }
+
+// errTakenOver tells the run goroutine that another goroutine has ended the
+// run while the provider ignored its cancelled context.
+var errTakenOver = errors.New("runtime: run taken over after cancellation")
 
 // Retry defaults (wire-core §15.4).
 const (
@@ -275,7 +296,7 @@ func (r *Run) callWithRetries(in *abi.CompleteInput) (*abi.CompleteOutput, *turn
 	}
 	for attempt := 1; ; attempt++ {
 		out, t, err := r.callProvider(in)
-		if err == nil || attempt >= attempts || delay > maxDelay || r.ctx.Err() != nil ||
+		if err == nil || err == errTakenOver || attempt >= attempts || delay > maxDelay || r.ctx.Err() != nil ||
 			protocol.CodeOf(err) != protocol.CodeRateLimited || t.streamedLen > 0 || t.progressed {
 			return out, t, err
 		}

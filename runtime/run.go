@@ -200,8 +200,17 @@ func (r *Run) begin() error {
 
 // execute is the run goroutine.
 func (r *Run) execute() {
-	defer r.e.runs.Done()
 	res, err := r.loop()
+	if err == errTakenOver {
+		return // another goroutine ended the run (callProvider)
+	}
+	r.end(res, err)
+}
+
+// end finishes the run and delivers its usage record; it runs once per run,
+// on the run goroutine or on the goroutine that took the run over.
+func (r *Run) end(res *protocol.RunResult, err error) {
+	defer r.e.runs.Done()
 	r.finish(res, err)
 	r.deliverUsage()
 }

@@ -1,6 +1,8 @@
 package wasm
 
 import (
+	goruntime "runtime"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -13,13 +15,14 @@ import (
 // Linux exposes another thread's CPU clock through clock_gettime with a
 // clock id built from its thread id (MAKE_THREAD_CPUCLOCK(tid,
 // CPUCLOCK_SCHED) = ^tid<<3 | 6). If the clock cannot be read it falls back
-// to wall time, which only makes the watchdog stricter under load.
+// to wall time, which only makes the watchdog stricter under load. Whether
+// the kernel offers thread CPU clocks at all is probed once per process;
+// afterwards creating a clock costs one gettid per call.
 func threadClock() func() int64 {
-	id := int32(^uint32(unix.Gettid())<<3 | 6)
-	var ts unix.Timespec
-	if unix.ClockGettime(id, &ts) != nil {
+	if !threadClocks() {
 		return wallClock
 	}
+	id := int32(^uint32(unix.Gettid())<<3 | 6)
 	return func() int64 {
 		var ts unix.Timespec
 		if unix.ClockGettime(id, &ts) != nil {
@@ -28,5 +31,14 @@ func threadClock() func() int64 {
 		return ts.Nano()
 	}
 }
+
+// threadClocks reports whether the calling thread's CPU clock can be read
+// through its thread clock id (probed once).
+var threadClocks = sync.OnceValue(func() bool {
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	var ts unix.Timespec
+	return unix.ClockGettime(int32(^uint32(unix.Gettid())<<3|6), &ts) == nil
+})
 
 func wallClock() int64 { return int64(time.Since(epoch)) }

@@ -281,9 +281,15 @@ const initComputeLimit = 10 * time.Second
 // thread running the guest (threadClock), so a guest that merely waits for a
 // core on a loaded machine is not stopped. Elsewhere it falls back to wall
 // time. Host functions only bump two atomics; the watchdog samples every
-// quarter of the limit, and restarts its count whenever it sees the guest
-// inside the host or returned from a host call since the last sample — so a
-// guest is stopped after between limit and limit+limit/4 of pure compute.
+// eighth of the limit, and restarts its count whenever it sees the guest
+// inside the host or returned from a host call since the last sample.
+//
+// The count starts at the first sample, not at the start of the call: most
+// calls end before it, and reading a thread's CPU clock is a system call
+// (about a quarter of a microsecond) that they then never pay. Compute
+// before the first sample (at most one interval) and the time until the
+// next sample (at most another) come on top of the limit, so a guest is
+// stopped after between limit and limit+limit/4 of pure compute.
 type watchdog struct {
 	t    *time.Timer
 	done atomic.Bool
@@ -292,15 +298,17 @@ type watchdog struct {
 func (x *Extension) startWatchdog(cs *callState, limit time.Duration) *watchdog {
 	w := &watchdog{}
 	clock := threadClock()
-	tick := max(limit/4, time.Millisecond)
-	base, seen := clock(), cs.exits.Load()
+	tick := max(limit/8, time.Millisecond)
+	var base int64
+	var seen uint64
+	started := false
 	check := func() {
 		if w.done.Load() {
 			return
 		}
 		now := clock()
-		if n := cs.exits.Load(); cs.inHost.Load() > 0 || n != seen {
-			base, seen = now, n
+		if n := cs.exits.Load(); !started || cs.inHost.Load() > 0 || n != seen {
+			base, seen, started = now, n, true
 		} else if time.Duration(now-base) >= limit {
 			cs.watchdogFired.Store(true)
 			cs.cancel(errWatchdog)

@@ -101,55 +101,73 @@ func (x *Extension) ToolSet(ic InstanceConfig) (runtime.ToolSet, error) {
 
 // call runs one op on a pooled instance and maps every failure to a public
 // error. invalid is the code for a result that breaks the contract.
+//
+// The failure paths live in separate functions: their logging would make
+// this frame large, and a call runs the guest on top of it — a small frame
+// keeps the run goroutine within its initial stack.
 func (b *binding) call(ctx context.Context, cs *callState, invalid protocol.Code) ([]byte, error) {
 	x := b.x
 	cs.config, cs.net = b.config, b.net
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		return nil, protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
 	}
 	inst, err := x.pool.acquire(ctx)
 	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return nil, protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
-		case errors.Is(err, ErrClosed):
-			return nil, protocol.Wrap(protocol.CodeProviderExtensionUnavail, fmt.Errorf("extension %s: %w", x.pin, err))
-		}
-		x.log.Error("extension instance unavailable", "instance", b.id, "op", cs.op.String(), "err", err)
-		return nil, protocol.Wrap(protocol.CodeInternalError, fmt.Errorf("extension %s: %w", x.pin, err))
+		return nil, b.acquireFailed(ctx, cs, err)
 	}
 	res := x.invoke(ctx, inst, cs)
 	inst.release(ctx, res.discard)
+	if !res.cancelled && !res.watchdog && res.err == nil && cs.violation == "" && res.status == abi.StatusOK {
+		return res.output, nil
+	}
+	return nil, b.callFailed(ctx, cs, &res, invalid)
+}
 
+//go:noinline
+func (b *binding) acquireFailed(ctx context.Context, cs *callState, err error) error {
+	x := b.x
+	switch {
+	case ctx.Err() != nil:
+		return protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
+	case errors.Is(err, ErrClosed):
+		return protocol.Wrap(protocol.CodeProviderExtensionUnavail, fmt.Errorf("extension %s: %w", x.pin, err))
+	}
+	x.log.Error("extension instance unavailable", "instance", b.id, "op", cs.op.String(), "err", err)
+	return protocol.Wrap(protocol.CodeInternalError, fmt.Errorf("extension %s: %w", x.pin, err))
+}
+
+// callFailed classifies a call that did not return an ok result.
+//
+//go:noinline
+func (b *binding) callFailed(ctx context.Context, cs *callState, res *callResult, invalid protocol.Code) error {
+	x := b.x
 	fail := func(code protocol.Code, cause error) error {
 		return protocol.Wrap(code, fmt.Errorf("extension %s: op %s: %w", x.pin, cs.op, cause))
 	}
 	switch {
 	case res.cancelled:
-		return nil, protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
+		return protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
 	case res.watchdog:
 		x.log.Warn("extension stopped by the compute watchdog", "instance", b.id, "op", cs.op.String(), "limit", x.computeLimit)
-		return nil, fail(protocol.CodeInternalError, res.err)
+		return fail(protocol.CodeInternalError, res.err)
 	case errors.Is(res.err, errOutputTooLarge), errors.Is(res.err, errEmitTooLarge):
 		x.log.Warn("extension exceeded an ABI limit", "instance", b.id, "op", cs.op.String(), "err", res.err)
-		return nil, fail(invalid, res.err)
+		return fail(invalid, res.err)
 	case res.err != nil:
 		x.log.Warn("extension call failed", "instance", b.id, "op", cs.op.String(), "err", res.err)
-		return nil, fail(protocol.CodeInternalError, res.err)
+		return fail(protocol.CodeInternalError, res.err)
 	case cs.violation != "":
 		x.log.Warn("extension broke the ABI contract", "instance", b.id, "op", cs.op.String(), "reason", cs.violation)
-		return nil, fail(invalid, errors.New(cs.violation))
+		return fail(invalid, errors.New(cs.violation))
 	}
 	switch res.status {
-	case abi.StatusOK:
-		return res.output, nil
 	case abi.StatusCancelled:
-		return nil, protocol.Wrap(protocol.CodeCancelled, fmt.Errorf("extension %s: op %s: guest reported cancellation", x.pin, cs.op))
+		return protocol.Wrap(protocol.CodeCancelled, fmt.Errorf("extension %s: op %s: guest reported cancellation", x.pin, cs.op))
 	case abi.StatusError:
-		return nil, b.guestError(cs.op, res.output)
+		return b.guestError(cs.op, res.output)
 	}
 	x.log.Warn("extension returned an unknown status", "instance", b.id, "op", cs.op.String(), "status", int32(res.status))
-	return nil, fail(protocol.CodeInternalError, fmt.Errorf("unknown status %d", int32(res.status)))
+	return fail(protocol.CodeInternalError, fmt.Errorf("unknown status %d", int32(res.status)))
 }
 
 // passCodes are the codes a guest may report (wire-core §7.2 provider and
@@ -199,8 +217,10 @@ var _ runtime.Provider = (*provider)(nil)
 const maxToolCalls = 32
 
 func (p *provider) Complete(ctx context.Context, in *abi.CompleteInput, sink runtime.TurnSink) (*abi.CompleteOutput, error) {
-	input, err := json.Marshal(in)
+	buf := inputBufs.Get().(*[]byte)
+	input, err := appendCompleteInput((*buf)[:0], in)
 	if err != nil {
+		inputBufs.Put(buf)
 		return nil, protocol.Wrap(protocol.CodeInternalError, err)
 	}
 	if sink == nil {
@@ -209,11 +229,17 @@ func (p *provider) Complete(ctx context.Context, in *abi.CompleteInput, sink run
 	cs := &callState{op: abi.OpComplete, input: input, sink: sink}
 	cs.streamedHash.SetSeed(hashSeed)
 	out, err := p.call(ctx, cs, protocol.CodeInvalidProviderResult)
+	// The guest copied its input during the call; the buffer is free again.
+	cs.input = nil
+	if cap(input) <= maxPooledInput {
+		*buf = input[:0]
+		inputBufs.Put(buf)
+	}
 	if err != nil {
 		return nil, err
 	}
 	var co abi.CompleteOutput
-	if err := decodeStrict(out, &co); err != nil {
+	if err := decodeCompleteOutput(out, &co); err != nil {
 		return nil, p.invalid(cs.op, "output does not decode as CompleteOutput")
 	}
 	if reason := p.checkComplete(&co, cs); reason != "" {
@@ -223,6 +249,14 @@ func (p *provider) Complete(ctx context.Context, in *abi.CompleteInput, sink run
 }
 
 var hashSeed = maphash.MakeSeed()
+
+// inputBufs recycles the encoded complete inputs: one is built per model
+// turn and is dead once the call returned (the guest copies its input with
+// the input host function during the call). Buffers larger than
+// maxPooledInput are left to the garbage collector.
+var inputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledInput = 64 << 10
 
 type discardSink struct{}
 

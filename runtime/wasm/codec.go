@@ -1,0 +1,439 @@
+package wasm
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"adhost/abi"
+)
+
+// The complete op's input is encoded and its output decoded on every model
+// turn. encoding/json's reflection costs a few microseconds per turn there,
+// a noticeable share of a short fixture run, so both directions have a
+// hand-written fast path:
+//
+//   - appendCompleteInput writes exactly the bytes json.Marshal writes
+//     (same field order and omitempty rules, same string escaping including
+//     HTML escaping, RawMessage fields compacted and HTML-escaped), so the
+//     guest sees the same input either way; a test compares the two.
+//   - decodeCompleteOutput decodes the common shape of a result directly
+//     and hands anything it is not certain about — escapes, unknown or
+//     differently cased keys, tool calls, odd numbers, malformed JSON — to
+//     decodeStrict. The fast path never rejects: every error, and so every
+//     INVALID_PROVIDER_RESULT, is still decided by encoding/json with
+//     DisallowUnknownFields.
+
+// appendCompleteInput appends the JSON of in, byte for byte what
+// json.Marshal(in) returns.
+func appendCompleteInput(b []byte, in *abi.CompleteInput) ([]byte, error) {
+	var err error
+	b = append(b, `{"model":`...)
+	b = appendJSONString(b, in.Model)
+	if in.Instructions != "" {
+		b = append(b, `,"instructions":`...)
+		b = appendJSONString(b, in.Instructions)
+	}
+	b = append(b, `,"messages":`...)
+	if in.Messages == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range in.Messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendMessage(b, &in.Messages[i]); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if len(in.Tools) > 0 {
+		b = append(b, `,"tools":[`...)
+		for i := range in.Tools {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			d := &in.Tools[i]
+			b = append(b, `{"name":`...)
+			b = appendJSONString(b, d.Name)
+			b = append(b, `,"description":`...)
+			b = appendJSONString(b, d.Description)
+			b = append(b, `,"inputSchema":`...)
+			if b, err = appendRawJSON(b, d.InputSchema); err != nil {
+				return nil, err
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"maxOutputTokens":`...)
+	b = strconv.AppendInt(b, int64(in.MaxOutputTokens), 10)
+	if len(in.OutputSchema) > 0 {
+		b = append(b, `,"outputSchema":`...)
+		if b, err = appendRawJSON(b, in.OutputSchema); err != nil {
+			return nil, err
+		}
+	}
+	if len(in.Native) > 0 {
+		b = append(b, `,"native":`...)
+		if b, err = appendRawJSON(b, in.Native); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `,"step":`...)
+	b = strconv.AppendInt(b, int64(in.Step), 10)
+	return append(b, '}'), nil
+}
+
+func appendMessage(b []byte, m *abi.Message) ([]byte, error) {
+	var err error
+	b = append(b, `{"role":`...)
+	b = appendJSONString(b, m.Role)
+	b = append(b, `,"content":`...)
+	b = appendJSONString(b, m.Content)
+	if len(m.ToolCalls) > 0 {
+		b = append(b, `,"toolCalls":[`...)
+		for i := range m.ToolCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			c := &m.ToolCalls[i]
+			b = append(b, `{"id":`...)
+			b = appendJSONString(b, c.ID)
+			b = append(b, `,"name":`...)
+			b = appendJSONString(b, c.Name)
+			b = append(b, `,"arguments":`...)
+			if b, err = appendRawJSON(b, c.Arguments); err != nil {
+				return nil, err
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if m.ToolCallID != "" {
+		b = append(b, `,"toolCallId":`...)
+		b = appendJSONString(b, m.ToolCallID)
+	}
+	if m.Name != "" {
+		b = append(b, `,"name":`...)
+		b = appendJSONString(b, m.Name)
+	}
+	return append(b, '}'), nil
+}
+
+// appendRawJSON appends a json.RawMessage the way json.Marshal does: null
+// when empty, otherwise validated, compacted and HTML-escaped.
+func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 {
+		return append(b, "null"...), nil
+	}
+	var c bytes.Buffer
+	c.Grow(len(raw))
+	if err := json.Compact(&c, raw); err != nil {
+		return nil, err
+	}
+	var e bytes.Buffer
+	e.Grow(c.Len())
+	json.HTMLEscape(&e, c.Bytes())
+	return append(b, e.Bytes()...), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as encoding/json encodes a string with HTML
+// escaping on: quote, backslash and control characters escaped (\b \f \n
+// \r \t in short form), <, > and & as \u003c \u003e \u0026, U+2028 and
+// U+2029 escaped, invalid UTF-8 replaced by \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// decodeCompleteOutput decodes b into co with the semantics of
+// decodeStrict (one JSON object, unknown fields and trailing data
+// refused). The fast path covers results made of "text", "finishReason",
+// "native" and a "usage" of plain integers, with exactly cased keys and
+// strings without escapes; anything else is decoded by decodeStrict.
+func decodeCompleteOutput(b []byte, co *abi.CompleteOutput) error {
+	if fastCompleteOutput(b, co) {
+		return nil
+	}
+	*co = abi.CompleteOutput{}
+	return decodeStrict(b, co)
+}
+
+// fastCompleteOutput reports whether it decoded b completely. When it
+// returns false, co may be partly filled and b is left to decodeStrict.
+// Repeated keys go to the slow path too: encoding/json merges a repeated
+// object into the one decoded before.
+func fastCompleteOutput(b []byte, co *abi.CompleteOutput) bool {
+	s := jsonCursor{b: b}
+	if !s.byte('{') {
+		return false
+	}
+	if s.byte('}') {
+		return s.end()
+	}
+	var seen [4]bool
+	for {
+		key, ok := s.plainString()
+		if !ok || !s.byte(':') {
+			return false
+		}
+		var k int
+		switch string(key) {
+		case "text":
+			k = 0
+			v, ok := s.plainString()
+			if !ok {
+				return false
+			}
+			co.Text = string(v)
+		case "finishReason":
+			k = 1
+			v, ok := s.plainString()
+			if !ok {
+				return false
+			}
+			co.FinishReason = string(v)
+		case "usage":
+			k = 2
+			if !s.usage(co) {
+				return false
+			}
+		case "native":
+			k = 3
+			v, ok := s.container()
+			if !ok {
+				return false
+			}
+			co.Native = append(json.RawMessage(nil), v...)
+		default:
+			return false
+		}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		if s.byte(',') {
+			continue
+		}
+		return s.byte('}') && s.end()
+	}
+}
+
+// jsonCursor is a forward-only reader for fastCompleteOutput.
+type jsonCursor struct {
+	b []byte
+	i int
+}
+
+func (s *jsonCursor) skipSpace() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// byte consumes c (after whitespace) when it is next.
+func (s *jsonCursor) byte(c byte) bool {
+	s.skipSpace()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only whitespace is left.
+func (s *jsonCursor) end() bool {
+	s.skipSpace()
+	return s.i == len(s.b)
+}
+
+// plainString reads a string without escapes or control characters whose
+// bytes are valid UTF-8: its decoded value is its raw content.
+func (s *jsonCursor) plainString() ([]byte, bool) {
+	if !s.byte('"') {
+		return nil, false
+	}
+	start := s.i
+	ascii := true
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			v := s.b[start:s.i]
+			s.i++
+			if !ascii && !utf8.Valid(v) {
+				return nil, false
+			}
+			return v, true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+		s.i++
+	}
+	return nil, false
+}
+
+// container returns the next value's bytes when it is a valid JSON object
+// or array (other values, null included, go to the slow path).
+func (s *jsonCursor) container() ([]byte, bool) {
+	s.skipSpace()
+	start := s.i
+	if start >= len(s.b) || (s.b[start] != '{' && s.b[start] != '[') {
+		return nil, false
+	}
+	depth := 0
+	inString := false
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		s.i++
+		switch {
+		case inString && c == '\\':
+			s.i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		}
+		if depth == 0 {
+			v := s.b[start:min(s.i, len(s.b))]
+			return v, json.Valid(v)
+		}
+	}
+	return nil, false
+}
+
+// usage reads a usage object of integer token counts (costs and anything
+// else go to the slow path).
+func (s *jsonCursor) usage(co *abi.CompleteOutput) bool {
+	if !s.byte('{') {
+		return false
+	}
+	u := new(abi.Usage)
+	co.Usage = u
+	if s.byte('}') {
+		return true
+	}
+	for {
+		key, ok := s.plainString()
+		if !ok || !s.byte(':') {
+			return false
+		}
+		var dst **int64
+		switch string(key) {
+		case "inputTokens":
+			dst = &u.InputTokens
+		case "outputTokens":
+			dst = &u.OutputTokens
+		case "cachedInputTokens":
+			dst = &u.CachedInputTokens
+		case "reasoningTokens":
+			dst = &u.ReasoningTokens
+		case "cacheCreationInputTokens":
+			dst = &u.CacheCreationInputTokens
+		default:
+			return false
+		}
+		if *dst != nil {
+			return false // repeated key
+		}
+		n, ok := s.int64()
+		if !ok {
+			return false
+		}
+		*dst = &n
+		if s.byte(',') {
+			continue
+		}
+		return s.byte('}')
+	}
+}
+
+// int64 reads an integer literal in canonical JSON form (optional minus,
+// no leading zeros, no fraction or exponent) that fits in an int64.
+func (s *jsonCursor) int64() (int64, bool) {
+	s.skipSpace()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	if s.i == digits || s.i-digits > 18 || (s.b[digits] == '0' && s.i-digits > 1) {
+		return 0, false
+	}
+	if s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ',', '}', ' ', '\t', '\n', '\r':
+		default:
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	return n, err == nil
+}
