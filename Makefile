@@ -56,8 +56,10 @@ test: build
 	@status=0; \
 	$(GO) test -timeout 15m $$($(GO) list ./... | grep -v '^adhost/e2e$$') || status=1; \
 	ADHOST_BIN=$(CURDIR)/bin/adhost $(GO) test -count=1 -timeout 10m ./e2e/... || status=1; \
+	mkdir -p build; \
 	$(GO) test -count=1 -v -run '^(TestJSONSchemaTestSuite|TestClientFixtures)$$' ./runtime/schema ./client \
-		| grep -E '^(jsonschema|client-fixtures):' || status=1; \
+		> build/suites.log 2>&1 || { cat build/suites.log; status=1; }; \
+	grep -E '^(jsonschema|client-fixtures):' build/suites.log || true; \
 	exit $$status
 
 ## e2e: only the end-to-end tests (they build what they need)
