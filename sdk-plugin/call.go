@@ -64,6 +64,7 @@ type Call struct {
 	// without a network grant.
 	cleanup func(*Call)
 	scratch []byte // head JSON, usage JSON
+	meta    []byte // HTTP request meta JSON, reused across requests
 }
 
 // NewCall returns a Call backed by h. Dispatch gives each operation a

@@ -372,3 +372,51 @@ func TestDispatchAllocs(t *testing.T) {
 		t.Error("no output")
 	}
 }
+
+// TestHTTPMetaCodec checks the hand-written http_start meta and http_head
+// codecs against encoding/json, which the host uses on the other side.
+func TestHTTPMetaCodec(t *testing.T) {
+	for _, req := range []abi.HTTPRequest{
+		{Method: "GET", URL: "https://api.example.com/v1/models?after=a%26b"},
+		{Method: "POST", URL: "http://127.0.0.1:8080/v1/chat/completions", Stream: true,
+			Headers: map[string]string{"content-type": "application/json", "x-note": "quote \" slash \\ <tag> é \x01"}},
+		{Method: "POST", URL: "https://h/\u2028", Headers: map[string]string{}},
+	} {
+		var got abi.HTTPRequest
+		dec := json.NewDecoder(bytes.NewReader(appendHTTPRequest(nil, &req)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil {
+			t.Fatalf("host cannot decode meta of %+v: %v", req, err)
+		}
+		if len(req.Headers) == 0 {
+			req.Headers = nil
+		}
+		if !reflect.DeepEqual(got, req) {
+			t.Errorf("meta round trip: got %+v, want %+v", got, req)
+		}
+	}
+
+	for _, head := range []abi.HTTPResponse{
+		{Status: 200},
+		{Status: 429, Headers: map[string]string{"retry-after": "2", "content-type": "text/event-stream; charset=utf-8"}},
+		{Status: 500, Headers: map[string]string{"x-odd": "a\"b\\c\u00e9"}},
+	} {
+		b, _ := json.Marshal(head)
+		status, header, err := decodeHTTPResponse(b)
+		if err != nil {
+			t.Fatalf("decodeHTTPResponse(%s): %v", b, err)
+		}
+		want := head.Headers
+		if want == nil {
+			want = map[string]string{}
+		}
+		if status != head.Status || !reflect.DeepEqual(header, want) {
+			t.Errorf("decodeHTTPResponse(%s) = %d %v", b, status, header)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `{"status":"200"}`, `{"status":1.5}`, `{"status":200,"headers":[]}`, `{"status":200,"headers":{"a":1}}`, `{"status":200`} {
+		if _, _, err := decodeHTTPResponse([]byte(bad)); err == nil {
+			t.Errorf("decodeHTTPResponse(%q) accepted", bad)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package sdk
 
 import (
-	"encoding/json"
 	"io"
 
 	"adhost/abi"
@@ -18,11 +17,8 @@ import (
 // caller must Close the response; the SDK closes forgotten ones when the
 // call returns.
 func (c *Call) HTTP(req *abi.HTTPRequest, body []byte) (*Response, error) {
-	meta, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	h := c.h.HTTPStart(meta, body)
+	c.meta = appendHTTPRequest(c.meta[:0], req)
+	h := c.h.HTTPStart(c.meta, body)
 	if h < 0 {
 		return nil, &HTTPError{Errno: abi.Errno(h)}
 	}
@@ -47,15 +43,12 @@ func (c *Call) HTTP(req *abi.HTTPRequest, body []byte) (*Response, error) {
 		buf = make([]byte, n)
 	}
 	c.scratch = buf[:0]
-	var head abi.HTTPResponse
-	if err := json.Unmarshal(buf, &head); err != nil {
+	status, header, err := decodeHTTPResponse(buf)
+	if err != nil {
 		c.h.HTTPClose(h)
 		return nil, &HTTPError{Errno: abi.ErrBadRequest}
 	}
-	r.Status, r.Header = head.Status, head.Headers
-	if r.Header == nil {
-		r.Header = map[string]string{}
-	}
+	r.Status, r.Header = status, header
 	c.open = append(c.open, r)
 	c.cleanup = (*Call).closeAll
 	return r, nil
