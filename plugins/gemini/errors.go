@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 
-	"adhost/abi"
 	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/jsonscan"
 )
@@ -57,25 +55,10 @@ func streamError(code int, status string) error {
 		e.Retryable, e.Status = true, 503
 		return e
 	}
-	if !safeToken(status) {
+	if !sdk.SafeToken(status) {
 		status = "unknown"
 	}
 	return newError("PROVIDER_FAILED", "stream error "+status)
-}
-
-// safeToken reports whether s is a short identifier (a vendor enum), safe
-// to put into a debug message.
-func safeToken(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // statusError maps a non-2xx response
@@ -95,7 +78,7 @@ func statusError(status int, header map[string]string, body []byte) error {
 		e.Retryable, e.Status = true, status
 		e.RetryAfterMs = retryInfoMs(body)
 		if e.RetryAfterMs == 0 {
-			e.RetryAfterMs = retryAfterMs(header["retry-after"], time.Now())
+			e.RetryAfterMs = sdk.RetryAfterMs(header["retry-after"], time.Now())
 		}
 		return e
 	case status == 401 || status == 403 || (status == 400 && errorReason(body) == "API_KEY_INVALID"):
@@ -147,7 +130,7 @@ func retryInfoMs(body []byte) int64 {
 			return 0
 		}
 		secs, err := strconv.ParseFloat(strings.TrimSuffix(s, "s"), 64)
-		if err != nil || secs < 0 || secs > maxRetryAfter.Seconds() {
+		if err != nil || secs < 0 || secs > sdk.MaxRetryAfter.Seconds() {
 			return 0
 		}
 		return int64(secs * 1000)
@@ -155,63 +138,8 @@ func retryInfoMs(body []byte) int64 {
 	return 0
 }
 
-// maxRetryAfter bounds a Retry-After the adapter passes on.
-const maxRetryAfter = 24 * time.Hour
-
-// retryAfterMs parses Retry-After (RFC 9110 §10.2.3: delay-seconds or an
-// HTTP-date) into milliseconds; 0 when absent or unusable.
-func retryAfterMs(v string, now time.Time) int64 {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs < 0 || secs > maxRetryAfter.Seconds() {
-			return 0
-		}
-		d = time.Duration(secs * float64(time.Second))
-	} else if t, err := time.Parse(time.RFC1123, v); err == nil {
-		d = t.Sub(now)
-		if d < 0 {
-			d = 0
-		}
-	} else {
-		return 0
-	}
-	return min(d, maxRetryAfter).Milliseconds()
-}
-
-// transportError maps a failed HTTP call or stream read of the host:
-// cancellation stays cancellation; the 10,000,000-byte stream bound (or the
-// body bound) is RESPONSE_TOO_LARGE; a refused redirect or origin is
-// PROVIDER_UNREACHABLE like in the SDK's own mapping, but not retryable
-// (the endpoint is misconfigured: retrying cannot help); anything else is
-// PROVIDER_UNREACHABLE (retryable) before the response started and
-// INCOMPLETE_STREAM once it had (the stream broke off before its end).
+// transportError maps a failed HTTP call or stream read of the host
+// (sdk.TransportError); started reports that the response had begun.
 func transportError(err error, started bool) error {
-	if errors.Is(err, sdk.ErrCancelled) {
-		return sdk.ErrCancelled
-	}
-	var se *sdk.Error
-	if errors.As(err, &se) {
-		return se
-	}
-	var he *sdk.HTTPError
-	if errors.As(err, &he) {
-		switch he.Errno {
-		case abi.ErrCancelled:
-			return sdk.ErrCancelled
-		case abi.ErrLimit:
-			return newError(sdk.CodeResponseTooLarge, "response exceeds the host's size bound")
-		case abi.ErrRedirect, abi.ErrDenied:
-			return newError(sdk.CodeProviderUnreachable, "request refused by the host: "+he.Errno.Error())
-		}
-	}
-	if started {
-		return newError(sdk.CodeIncompleteStream, "stream broke off")
-	}
-	e := newError(sdk.CodeProviderUnreachable, "request failed")
-	e.Retryable = true
-	return e
+	return sdk.TransportError("gemini", err, started)
 }

@@ -1,32 +1,12 @@
 package main
 
 import (
-	"errors"
 	"net/url"
 	"strings"
 
 	"adhost/abi"
 	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/jsonscan"
-)
-
-// Discovery bounds (wire-extensions §7): at most 1000 ids, 20 pages and
-// 2 MB of catalog bodies per probe; hitting one gives complete: false.
-const (
-	maxCatalogIDs   = 1000
-	maxCatalogPages = 20
-	maxCatalogBytes = 2_000_000
-)
-
-// Inspection codes (wire-extensions §7).
-const (
-	codeCatalog     = "CATALOG_AVAILABLE"
-	codeAuth        = "AUTH_REJECTED"
-	codeRateLimited = "RATE_LIMITED"
-	codeUnreachable = "PROVIDER_UNREACHABLE"
-	codeInvalid     = "INVALID_DISCOVERY_RESPONSE"
-	codeFailed      = "DISCOVERY_FAILED"
-	codeUnsupported = "DISCOVERY_UNSUPPORTED"
 )
 
 // Inspect reads the models list
@@ -44,35 +24,34 @@ func (provider) Inspect(c *sdk.Call) (*abi.InspectOutput, error) {
 		return nil, err
 	}
 	var (
-		ids    []string
-		seen   = map[string]bool{}
+		cat    sdk.Catalog
 		token  string
 		used   = map[string]bool{}
-		budget = maxCatalogBytes
+		budget = sdk.MaxCatalogBytes
 	)
-	for page := 0; page < maxCatalogPages; page++ {
+	for page := 0; page < sdk.MaxCatalogPages; page++ {
 		u := ep + "models?pageSize=1000"
 		if token != "" {
 			u += "&pageToken=" + url.QueryEscape(token)
 		}
-		body, code, err := getPage(c, u, budget)
+		body, code, err := sdk.GetCatalogPage(c, u, budget, badKey)
 		if err != nil {
 			return nil, err
 		}
 		if code != "" {
-			if code == codeCatalog { // a byte cap: what was read is all there is
-				return &abi.InspectOutput{Code: codeCatalog, Models: ids}, nil
+			if code == sdk.InspectCatalogAvailable { // a byte cap: what was read is all there is
+				return &abi.InspectOutput{Code: sdk.InspectCatalogAvailable, Models: cat.IDs}, nil
 			}
 			return &abi.InspectOutput{Code: code}, nil
 		}
 		budget -= len(body)
 		root, err := jsonscan.Parse(body)
 		if err != nil || root.Kind() != jsonscan.Object {
-			return &abi.InspectOutput{Code: codeInvalid}, nil
+			return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
 		}
 		if models, err := root.Get("models"); err == nil {
 			if models.Kind() != jsonscan.Array {
-				return &abi.InspectOutput{Code: codeInvalid}, nil
+				return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
 			}
 			it := models.Iter()
 			for it.Next() {
@@ -80,41 +59,39 @@ func (provider) Inspect(c *sdk.Call) (*abi.InspectOutput, error) {
 				nv, err := m.Get("name")
 				name, err2 := nv.String()
 				if err != nil || err2 != nil || name == "" {
-					return &abi.InspectOutput{Code: codeInvalid}, nil
+					return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
 				}
 				if !generates(m) {
 					continue
 				}
 				id := strings.TrimPrefix(name, "models/")
-				if id == "" || seen[id] {
+				if id == "" {
 					continue
 				}
-				if len(ids) == maxCatalogIDs {
-					return &abi.InspectOutput{Code: codeCatalog, Models: ids}, nil
+				if !cat.Add(id) {
+					return &abi.InspectOutput{Code: sdk.InspectCatalogAvailable, Models: cat.IDs}, nil
 				}
-				seen[id] = true
-				ids = append(ids, id)
 			}
 			if it.Err() != nil {
-				return &abi.InspectOutput{Code: codeInvalid}, nil
+				return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
 			}
 		}
 		next := ""
 		if tv, err := root.Get("nextPageToken"); err == nil {
 			if next, err = tv.String(); err != nil {
-				return &abi.InspectOutput{Code: codeInvalid}, nil
+				return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
 			}
 		}
 		if next == "" {
-			return &abi.InspectOutput{Code: codeCatalog, Models: ids, Complete: true}, nil
+			return &abi.InspectOutput{Code: sdk.InspectCatalogAvailable, Models: cat.IDs, Complete: true}, nil
 		}
 		if used[next] {
-			return &abi.InspectOutput{Code: codeInvalid}, nil
+			return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
 		}
 		used[next] = true
 		token = next
 	}
-	return &abi.InspectOutput{Code: codeCatalog, Models: ids}, nil
+	return &abi.InspectOutput{Code: sdk.InspectCatalogAvailable, Models: cat.IDs}, nil
 }
 
 // generates reports whether a Model lists generateContent among its
@@ -133,49 +110,15 @@ func generates(m jsonscan.Value) bool {
 	return false
 }
 
-// getPage GETs one catalog page within the remaining byte budget. It returns
-// the body, or an inspection code for a failed page (codeCatalog meaning
-// "the byte cap was hit"), or an error for cancellation.
-func getPage(c *sdk.Call, u string, budget int) ([]byte, string, error) {
-	if budget <= 0 {
-		return nil, codeCatalog, nil
+// badKey maps the 400 API_KEY_INVALID that Gemini answers for a bad key to
+// AUTH_REJECTED; any other 400 is DISCOVERY_FAILED. Other statuses take
+// sdk.GetCatalogPage's mapping.
+func badKey(resp *sdk.Response) string {
+	if resp.Status != 400 {
+		return ""
 	}
-	resp, err := c.HTTP(&abi.HTTPRequest{Method: "GET", URL: u, Headers: map[string]string{"accept": "application/json"}}, nil)
-	if err != nil {
-		if errors.Is(err, sdk.ErrCancelled) {
-			return nil, "", sdk.ErrCancelled
-		}
-		return nil, codeUnreachable, nil
+	if b, _ := resp.ReadAll(maxErrorBody); errorReason(b) == "API_KEY_INVALID" {
+		return sdk.InspectAuthRejected
 	}
-	defer resp.Close()
-	switch s := resp.Status; {
-	case s == 401 || s == 403:
-		return nil, codeAuth, nil
-	case s == 400:
-		// A bad key is a 400 API_KEY_INVALID at Gemini.
-		if b, _ := resp.ReadAll(maxErrorBody); errorReason(b) == "API_KEY_INVALID" {
-			return nil, codeAuth, nil
-		}
-		return nil, codeFailed, nil
-	case s == 429:
-		return nil, codeRateLimited, nil
-	case s == 404:
-		return nil, codeUnsupported, nil
-	case s < 200 || s > 299:
-		return nil, codeFailed, nil
-	}
-	body, err := resp.ReadAll(budget)
-	var se *sdk.Error
-	var he *sdk.HTTPError
-	switch {
-	case err == nil:
-	case errors.Is(err, sdk.ErrCancelled):
-		return nil, "", sdk.ErrCancelled
-	case errors.As(err, &se) && se.Code == sdk.CodeResponseTooLarge,
-		errors.As(err, &he) && he.Errno == abi.ErrLimit:
-		return nil, codeCatalog, nil
-	default:
-		return nil, codeUnreachable, nil
-	}
-	return body, "", nil
+	return sdk.InspectDiscoveryFailed
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"adhost/abi"
+	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/jsonscan"
 )
 
@@ -293,7 +294,7 @@ func (s *turnStream) result() (*abi.CompleteOutput, error) {
 		// MISSING_THOUGHT_SIGNATURE, LANGUAGE, OTHER, NO_IMAGE … and any
 		// reason added later: the model did not finish its turn.
 		reason := s.finish
-		if !safeToken(reason) {
+		if !sdk.SafeToken(reason) {
 			reason = "unknown"
 		}
 		return nil, errProviderFailed("finishReason " + reason)

@@ -2,20 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	"adhost/abi"
-	"adhost/internal/testenv"
+	"adhost/internal/plugintest"
 	"adhost/internal/vendorsim"
 	"adhost/runtime"
 	"adhost/runtime/protocol"
-	"adhost/runtime/wasm"
 )
 
 // wasmSink records what the wasm runtime streamed.
@@ -48,29 +43,7 @@ func loadWasm(t testing.TB, endpoint string) runtime.Provider {
 	if testing.Short() {
 		t.Skip("builds the wasm module; skipped with -short")
 	}
-	path := testenv.BuildPlugin(t, "plugins/gemini")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: "gemini", Version: version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close(context.Background()) })
-	settings, _ := json.Marshal(map[string]string{"endpoint": endpoint})
-	p, err := x.Provider(wasm.InstanceConfig{
-		ID:       "gemini-test",
-		Settings: settings,
-		Secrets: map[string]func(context.Context) (string, error){
-			"api_key": func(context.Context) (string, error) { return testKey, nil },
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return plugintest.LoadProvider(t, "plugins/gemini", "gemini", version, endpoint, testKey)
 }
 
 // TestWasm runs the real wasm build through runtime/wasm against the

@@ -224,13 +224,6 @@ func nonNeg(p *int64) *int64 {
 	return p
 }
 
-// Discovery bounds of wire-extensions §7.
-const (
-	maxCatalogModels = 1000
-	maxCatalogPages  = 20
-	maxCatalogBytes  = 2_000_000
-)
-
 // Inspect reads GET {endpoint}models: read-only, never generates. OpenAI
 // returns the whole list in one page; servers that paginate with OpenAI's
 // list convention (has_more, last_id → ?after=) are followed up to the caps,
@@ -240,13 +233,13 @@ func (provider) Inspect(c *sdk.Call) (*abi.InspectOutput, error) {
 	if err != nil {
 		return nil, settingsError(err)
 	}
-	out := &abi.InspectOutput{Code: sdk.InspectCatalogAvailable, Models: []string{}}
-	seen := map[string]bool{}
+	cat := sdk.Catalog{IDs: []string{}}
+	out := &abi.InspectOutput{Code: sdk.InspectCatalogAvailable, Models: cat.IDs}
 	cursors := map[string]bool{}
-	budget := maxCatalogBytes
+	budget := sdk.MaxCatalogBytes
 	after := ""
 	for page := 0; ; page++ {
-		if page == maxCatalogPages {
+		if page == sdk.MaxCatalogPages {
 			return out, nil // page cap: complete stays false
 		}
 		u := cfg.endpoint + "models"
@@ -282,14 +275,10 @@ func (provider) Inspect(c *sdk.Call) (*abi.InspectOutput, error) {
 			return &abi.InspectOutput{Code: sdk.InspectInvalidResponse}, nil
 		}
 		for _, id := range pg.ids {
-			if seen[id] {
-				continue
-			}
-			if len(out.Models) == maxCatalogModels {
+			if !cat.Add(id) {
 				return out, nil // id cap: complete stays false
 			}
-			seen[id] = true
-			out.Models = append(out.Models, id)
+			out.Models = cat.IDs
 		}
 		if !pg.hasMore {
 			out.Complete = true

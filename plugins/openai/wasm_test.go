@@ -4,13 +4,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -19,11 +15,10 @@ import (
 	"time"
 
 	"adhost/abi"
-	"adhost/internal/testenv"
+	"adhost/internal/plugintest"
 	"adhost/internal/vendorsim"
 	"adhost/runtime"
 	"adhost/runtime/protocol"
-	"adhost/runtime/wasm"
 )
 
 // turnSink records what the wasm runtime streamed.
@@ -65,29 +60,7 @@ func loadWasm(t testing.TB, endpoint string) runtime.Provider {
 	if testing.Short() || raceEnabled {
 		t.Skip("builds and runs the wasm module; skipped with -short and -race")
 	}
-	path := testenv.BuildPlugin(t, "plugins/openai")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: pluginID, Version: pluginVersion, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close(context.Background()) })
-	settings, _ := json.Marshal(map[string]string{"endpoint": endpoint})
-	p, err := x.Provider(wasm.InstanceConfig{
-		ID:       "openai-test",
-		Settings: settings,
-		Secrets: map[string]func(context.Context) (string, error){
-			"api_key": func(context.Context) (string, error) { return testKey, nil },
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return plugintest.LoadProvider(t, "plugins/openai", pluginID, pluginVersion, endpoint, testKey)
 }
 
 // TestWasm runs the real wasm build through runtime/wasm against the
