@@ -169,63 +169,10 @@ func appendMarshal(b []byte, v any) []byte {
 	return append(b, j...)
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as a JSON string the way encoding/json does, minus
-// HTML escaping: control characters, quote and backslash escaped, invalid
-// UTF-8 replaced by U+FFFD, U+2028/U+2029 escaped. The result never contains
-// a raw newline, so an event stays on one SSE data line.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// HTML escaping. The result never contains a raw newline, so an event stays
+// on one SSE data line.
+func appendString(b []byte, s string) []byte { return protocol.AppendJSONString(b, s, false) }
 
 // jsonStringLen is len(appendString(nil, s)) without building it.
 func jsonStringLen(s string) int {

@@ -16,13 +16,13 @@ import (
 // reflection. A test compares both encoders.
 func AppendRunResult(b []byte, r *RunResult, escapeHTML bool) ([]byte, error) {
 	b = append(b, `{"runId":`...)
-	b = appendJSONString(b, r.RunID, escapeHTML)
+	b = AppendJSONString(b, r.RunID, escapeHTML)
 	b = append(b, `,"provider":`...)
-	b = appendJSONString(b, r.Provider, escapeHTML)
+	b = AppendJSONString(b, r.Provider, escapeHTML)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, r.Model, escapeHTML)
+	b = AppendJSONString(b, r.Model, escapeHTML)
 	b = append(b, `,"text":`...)
-	b = appendJSONString(b, r.Text, escapeHTML)
+	b = AppendJSONString(b, r.Text, escapeHTML)
 	if len(r.Output) > 0 {
 		b = append(b, `,"output":`...)
 		var c bytes.Buffer
@@ -46,7 +46,7 @@ func AppendRunResult(b []byte, r *RunResult, escapeHTML bool) ([]byte, error) {
 	b = append(b, `,"steps":`...)
 	b = strconv.AppendInt(b, int64(r.Steps), 10)
 	b = append(b, `,"finishReason":`...)
-	b = appendJSONString(b, r.FinishReason, escapeHTML)
+	b = AppendJSONString(b, r.FinishReason, escapeHTML)
 	return append(b, '}'), nil
 }
 
@@ -114,11 +114,15 @@ func appendJSONFloat(b []byte, f float64) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString appends s as encoding/json encodes a string: quote,
+// AppendJSONString appends s as encoding/json encodes a string: quote,
 // backslash and control characters escaped (\b \f \n \r \t in short form),
 // U+2028 and U+2029 escaped, invalid UTF-8 replaced by \ufffd, and <, >, &
 // escaped when escapeHTML is set.
-func appendJSONString(b []byte, s string, escapeHTML bool) []byte {
+//
+// It is the one string escaper of the host: events (escapeHTML false, as
+// the engine writes them), JSON-mode bodies and the wasm boundary (true,
+// byte-for-byte what json.Marshal writes) all use it.
+func AppendJSONString(b []byte, s string, escapeHTML bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"adhost/abi"
+	"adhost/runtime/protocol"
 )
 
 // The complete op's input is encoded and its output decoded on every model
@@ -141,63 +142,10 @@ func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
 	return append(b, e.Bytes()...), nil
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as encoding/json encodes a string with HTML
-// escaping on: quote, backslash and control characters escaped (\b \f \n
-// \r \t in short form), <, > and & as \u003c \u003e \u0026, U+2028 and
-// U+2029 escaped, invalid UTF-8 replaced by \ufffd.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendJSONString appends s exactly as json.Marshal encodes a string
+// (HTML escaping on), so the input a guest reads is what the reflective
+// encoder would have written.
+func appendJSONString(b []byte, s string) []byte { return protocol.AppendJSONString(b, s, true) }
 
 // decodeCompleteOutput decodes b into co with the semantics of
 // decodeStrict (one JSON object, unknown fields and trailing data
