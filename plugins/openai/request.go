@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 
 	"adhost/abi"
+	"adhost/sdk-plugin/jsonscan"
 )
 
 // buildRequest translates one turn into a Chat Completions request body
@@ -29,7 +29,7 @@ func buildRequest(cfg *config, in *abi.CompleteInput) ([]byte, error) {
 	}
 	b := make([]byte, 0, 512+estimate(in))
 	b = append(b, `{"model":`...)
-	b = appendJSONString(b, in.Model)
+	b = jsonscan.AppendQuote(b, in.Model)
 	b = append(b, `,"messages":[`...)
 	first := true
 	sep := func() {
@@ -41,7 +41,7 @@ func buildRequest(cfg *config, in *abi.CompleteInput) ([]byte, error) {
 	if in.Instructions != "" {
 		sep()
 		b = append(b, `{"role":"system","content":`...)
-		b = appendJSONString(b, in.Instructions)
+		b = jsonscan.AppendQuote(b, in.Instructions)
 		b = append(b, '}')
 	}
 	for i := range in.Messages {
@@ -50,13 +50,13 @@ func buildRequest(cfg *config, in *abi.CompleteInput) ([]byte, error) {
 		switch m.Role {
 		case abi.RoleUser:
 			b = append(b, `{"role":"user","content":`...)
-			b = appendJSONString(b, m.Content)
+			b = jsonscan.AppendQuote(b, m.Content)
 		case abi.RoleAssistant:
 			// An assistant turn that only called tools sends content null,
 			// as OpenAI's own clients do.
 			b = append(b, `{"role":"assistant","content":`...)
 			if m.Content != "" || len(m.ToolCalls) == 0 {
-				b = appendJSONString(b, m.Content)
+				b = jsonscan.AppendQuote(b, m.Content)
 			} else {
 				b = append(b, "null"...)
 			}
@@ -71,21 +71,21 @@ func buildRequest(cfg *config, in *abi.CompleteInput) ([]byte, error) {
 						b = append(b, ',')
 					}
 					b = append(b, `{"id":`...)
-					b = appendJSONString(b, tc.ID)
+					b = jsonscan.AppendQuote(b, tc.ID)
 					b = append(b, `,"type":"function","function":{"name":`...)
-					b = appendJSONString(b, tc.Name)
+					b = jsonscan.AppendQuote(b, tc.Name)
 					b = append(b, `,"arguments":`...)
-					b = appendJSONString(b, args)
+					b = jsonscan.AppendQuote(b, args)
 					b = append(b, "}}"...)
 				}
 				b = append(b, ']')
 			}
 		case abi.RoleTool:
 			b = append(b, `{"role":"tool","content":`...)
-			b = appendJSONString(b, m.Content)
+			b = jsonscan.AppendQuote(b, m.Content)
 			if m.ToolCallID != "" {
 				b = append(b, `,"tool_call_id":`...)
-				b = appendJSONString(b, m.ToolCallID)
+				b = jsonscan.AppendQuote(b, m.ToolCallID)
 			}
 		default:
 			return nil, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
@@ -100,10 +100,10 @@ func buildRequest(cfg *config, in *abi.CompleteInput) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"type":"function","function":{"name":`...)
-			b = appendJSONString(b, t.Name)
+			b = jsonscan.AppendQuote(b, t.Name)
 			if t.Description != "" {
 				b = append(b, `,"description":`...)
-				b = appendJSONString(b, t.Description)
+				b = jsonscan.AppendQuote(b, t.Description)
 			}
 			b = append(b, `,"parameters":`...)
 			if params := bytes.TrimSpace(t.InputSchema); len(params) > 0 {
@@ -164,57 +164,4 @@ func compactObject(raw json.RawMessage) (string, error) {
 		return "", errors.New("arguments are not JSON")
 	}
 	return b.String(), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string the way encoding/json does,
-// minus HTML escaping: quotes, backslashes and control characters escaped,
-// U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
