@@ -8,28 +8,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadClock returns a clock reading the CPU time consumed by the calling
-// OS thread, readable from any goroutine. The caller must hold the thread
-// with LockOSThread for as long as the clock is used.
+// threadClockID returns the id of the calling OS thread's CPU clock, which
+// any goroutine can read with readClock, or 0 when thread clocks are not
+// available (readClock then reads wall time, which only makes the
+// watchdog stricter under load). The caller must hold its thread with
+// LockOSThread for as long as the id is used.
 //
 // Linux exposes another thread's CPU clock through clock_gettime with a
 // clock id built from its thread id (MAKE_THREAD_CPUCLOCK(tid,
-// CPUCLOCK_SCHED) = ^tid<<3 | 6). If the clock cannot be read it falls back
-// to wall time, which only makes the watchdog stricter under load. Whether
-// the kernel offers thread CPU clocks at all is probed once per process;
-// afterwards creating a clock costs one gettid per call.
-func threadClock() func() int64 {
+// CPUCLOCK_SCHED) = ^tid<<3 | 6), which is never 0. Whether the kernel
+// offers thread CPU clocks at all is probed once per process; afterwards
+// an id costs one gettid.
+func threadClockID() int32 {
 	if !threadClocks() {
-		return wallClock
+		return 0
 	}
-	id := int32(^uint32(unix.Gettid())<<3 | 6)
-	return func() int64 {
-		var ts unix.Timespec
-		if unix.ClockGettime(id, &ts) != nil {
-			return wallClock()
-		}
-		return ts.Nano()
+	return int32(^uint32(unix.Gettid())<<3 | 6)
+}
+
+// readClock reads clock id (from threadClockID) in nanoseconds.
+func readClock(id int32) int64 {
+	if id == 0 {
+		return wallClock()
 	}
+	var ts unix.Timespec
+	if unix.ClockGettime(id, &ts) != nil {
+		return wallClock()
+	}
+	return ts.Nano()
 }
 
 // threadClocks reports whether the calling thread's CPU clock can be read

@@ -12,7 +12,8 @@ import (
 func TestThreadClockCountsComputeNotWaiting(t *testing.T) {
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	clock := threadClock()
+	id := threadClockID()
+	clock := func() int64 { return readClock(id) }
 
 	read := make(chan int64)
 	other := func() int64 { // read from a different goroutine and thread

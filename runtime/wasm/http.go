@@ -203,8 +203,8 @@ var errLimit = errors.New("response size limit")
 
 func hostHTTPStart(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
+	cs.enterWait()
+	defer cs.exitWait()
 	stack[0] = errno(cs.httpStart(mod, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])))
 }
 
@@ -354,8 +354,8 @@ func (h *httpHandle) bodyLimit() int64 {
 
 func hostHTTPRead(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
+	cs.enterWait()
+	defer cs.exitWait()
 	h := cs.handle(int32(uint32(stack[0])))
 	buf, capacity := uint32(stack[1]), uint32(stack[2])
 	if capacity > 0 {
@@ -413,8 +413,8 @@ func (l limitedBody) Read(p []byte) (int, error) {
 
 func hostHTTPNextEvent(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
+	cs.enterWait()
+	defer cs.exitWait()
 	h := cs.handle(int32(uint32(stack[0])))
 	buf, capacity := uint32(stack[1]), uint32(stack[2])
 	if capacity > 0 {
@@ -464,8 +464,8 @@ func hostHTTPNextEvent(ctx context.Context, mod api.Module, stack []uint64) {
 
 func hostHTTPClose(ctx context.Context, _ api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
+	cs.enterWait()
+	defer cs.exitWait()
 	id := int32(uint32(stack[0]))
 	if h := cs.handle(id); h != nil {
 		h.close()

@@ -58,6 +58,10 @@ type callState struct {
 	inHost        atomic.Int32
 	exits         atomic.Uint64
 	watchdogFired atomic.Bool
+	// clock is the CPU clock of the OS thread running the guest (see
+	// threadClockID); it changes when a waiting host function lets the
+	// goroutine move to another thread (enterWait).
+	clock atomic.Int32
 
 	trap      error  // set by a host function right before it traps
 	violation string // first ABI misuse of this call (invalid result)
@@ -82,6 +86,25 @@ func (cs *callState) enter() { cs.inHost.Add(1) }
 func (cs *callState) exit() {
 	cs.exits.Add(1)
 	cs.inHost.Add(-1)
+}
+
+// enterWait and exitWait bracket a host function that may block (network
+// I/O, a sleep) instead of enter and exit. While it waits the goroutine is
+// unpinned from its OS thread: a goroutine blocked while locked to a thread
+// makes the Go scheduler park that thread and hand its P to another, then
+// wake it again for the wake-up — two context switches per wait, which cost
+// more than a whole vendor turn of guest compute. exitWait pins the
+// goroutine again, to whatever thread it now runs on, and records that
+// thread's clock for the watchdog before it counts the exit.
+func (cs *callState) enterWait() {
+	cs.enter()
+	goruntime.UnlockOSThread()
+}
+
+func (cs *callState) exitWait() {
+	goruntime.LockOSThread()
+	cs.clock.Store(threadClockID())
+	cs.exit()
 }
 
 // cancelled reports whether the caller cancelled the call.
@@ -162,8 +185,8 @@ func (inst *instance) nanosleep(ns int64) {
 		time.Sleep(d)
 		return
 	}
-	cs.enter()
-	defer cs.exit()
+	cs.enterWait()
+	defer cs.exitWait()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -206,9 +229,11 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 	cs.parent, cs.ctx, cs.cancel = ctx, callCtx, cancel
 	inst.cur.Store(cs)
 	// The guest runs on this goroutine; pinning it to its thread lets the
-	// watchdog read the thread's CPU clock (see cpuclock_linux.go).
+	// watchdog read the thread's CPU clock (see cpuclock_linux.go). Host
+	// functions that wait unpin it meanwhile (enterWait).
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
+	cs.clock.Store(threadClockID())
 	limit := x.computeLimit
 	if fn != inst.call {
 		// _initialize runs the guest runtime's and packages' init once per
@@ -278,9 +303,10 @@ const initComputeLimit = 10 * time.Second
 // compute limit without entering the host.
 //
 // It measures compute, not wall time: on Linux it reads the CPU clock of the
-// thread running the guest (threadClock), so a guest that merely waits for a
+// thread running the guest (threadClockID), so a guest that merely waits for a
 // core on a loaded machine is not stopped. Elsewhere it falls back to wall
-// time. Host functions only bump two atomics; the watchdog samples every
+// time. Host functions only bump two atomics (those that wait also unpin
+// the goroutine, see enterWait); the watchdog samples every
 // eighth of the limit, and restarts its count whenever it sees the guest
 // inside the host or returned from a host call since the last sample.
 //
@@ -297,18 +323,21 @@ type watchdog struct {
 
 func (x *Extension) startWatchdog(cs *callState, limit time.Duration) *watchdog {
 	w := &watchdog{}
-	clock := threadClock()
 	tick := max(limit/8, time.Millisecond)
 	var base int64
+	var baseClock int32
 	var seen uint64
 	started := false
 	check := func() {
 		if w.done.Load() {
 			return
 		}
-		now := clock()
-		if n := cs.exits.Load(); !started || cs.inHost.Load() > 0 || n != seen {
-			base, seen, started = now, n, true
+		// Readings of different threads' clocks are not comparable: a
+		// changed clock restarts the count like a host call does.
+		id := cs.clock.Load()
+		now := readClock(id)
+		if n := cs.exits.Load(); !started || cs.inHost.Load() > 0 || n != seen || id != baseClock {
+			base, baseClock, seen, started = now, id, n, true
 		} else if time.Duration(now-base) >= limit {
 			cs.watchdogFired.Store(true)
 			cs.cancel(errWatchdog)
