@@ -11,7 +11,9 @@
 // provider instance's settings and secrets.
 //
 // The sandbox (DESIGN.md §3): one wazero runtime per extension with the
-// memory cap of the manifest and close-on-context-done always on; no files,
+// memory cap of the manifest; every module instrumented with checkpoints
+// (package checkpoint) so that a computing guest reaches the host often
+// enough to be cancelled, stopped by the watchdog and preempted; no files,
 // environment or arguments; real clocks, crypto random, a capped
 // interruptible sleep; stdout/stderr into a capped, rate-limited log writer;
 // a bounded pool of instances, each serving one call at a time and discarded

@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"adhost/abi"
+	"adhost/runtime/wasm/checkpoint"
 )
 
 const (
@@ -54,8 +55,29 @@ func (x *Extension) instantiateHost(ctx context.Context) error {
 		}
 		b.NewFunctionBuilder().WithGoModuleFunction(hf.fn, hf.params, hf.results).Export(name)
 	}
-	_, err := b.Instantiate(ctx)
+	if _, err := b.Instantiate(ctx); err != nil {
+		return err
+	}
+	_, err := x.rt.NewHostModuleBuilder(checkpoint.Module).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostCheckpoint), nil, nil).Export(checkpoint.Name).
+		Instantiate(ctx)
 	return err
+}
+
+// hostCheckpoint is called by the instrumented guest every
+// checkpoint.Interval loop iterations and function entries. Being Go code,
+// it is where the scheduler can preempt the goroutine (a collection's
+// stop-the-world waits for that); it stops a guest whose call was
+// cancelled or whose compute watchdog fired. It is not a host call for the
+// watchdog (no enter/exit): a guest that only loops keeps counting.
+func hostCheckpoint(ctx context.Context, _ api.Module, _ []uint64) {
+	cs := callOf(ctx)
+	if cs == nil {
+		return
+	}
+	if err := cs.ctx.Err(); err != nil {
+		cs.trapWith(context.Cause(cs.ctx))
+	}
 }
 
 // Memory helpers. Pointers and lengths are u32; an out-of-range range traps.

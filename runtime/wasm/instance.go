@@ -220,8 +220,9 @@ func (x *Extension) invoke(ctx context.Context, inst *instance, cs *callState) c
 }
 
 // run calls fn (plugin_call or _initialize) with the compute watchdog
-// armed, then classifies the outcome. With close-on-context-done, cancelling
-// the call's context stops a guest wherever it is.
+// armed, then classifies the outcome. Cancelling the call's context stops
+// a guest wherever it is: in a host function that waits, or at its next
+// checkpoint (hostCheckpoint).
 func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn api.Function) (res callResult) {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

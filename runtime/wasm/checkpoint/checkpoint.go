@@ -1,0 +1,407 @@
+// Package checkpoint rewrites a WebAssembly module so that the guest calls
+// back into the host at least once every Interval loop iterations and
+// function entries.
+//
+// Why: compiled guest code cannot be preempted by the Go scheduler, so a
+// guest that never calls the host can neither be stopped nor let a garbage
+// collection's stop-the-world proceed. wazero's own answer
+// (WithCloseOnContextDone) leaves compiled code for Go on every loop
+// back-edge, unconditionally; for a Go guest that made ordinary string
+// scanning five to ten times slower (an SSE event of a vendor stream cost
+// 18–50 µs instead of 4–13 µs). Instrument gets the same guarantee for a
+// decrement and a branch per back-edge: the host function it calls (Import)
+// is ordinary Go code, where the goroutine can be preempted and where the
+// host checks for cancellation and its compute watchdog.
+//
+// The rewrite adds one function import (Import, type [] -> []) after the
+// module's own imports, one mutable i32 global (the countdown) after its
+// globals, and at the start of every function body and of every loop body:
+//
+//	global.get $n; i32.const 1; i32.sub; global.set $n
+//	global.get $n; i32.eqz
+//	if; i32.const Interval; global.set $n; call $check; end
+//
+// A wasm function can only run for long by looping or by calling, so a
+// guest runs at most Interval straight-line stretches between two checks.
+// Function indices at or past the new import shift by one everywhere they
+// occur (calls, ref.func, exports, start, element segments, constant
+// expressions, the name section). Everything else is copied byte for byte.
+//
+// Instrument parses untrusted input: it validates what it relies on
+// (section framing, instruction immediates, that no instruction names the
+// new global) and refuses instructions outside the feature set the host's
+// wazero runtime accepts (tail calls, exceptions, threads, multiple or
+// 64-bit memories), so an accepted output is always compiled and validated
+// by wazero afterwards as usual.
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Import names the host function the instrumented module calls. A module
+// that already imports anything from Module is refused.
+const (
+	Module = "adhost_checkpoint"
+	Name   = "check"
+)
+
+// MaxLocals bounds the locals of one function (as V8 does).
+const MaxLocals = 50_000
+
+// Interval is the number of loop iterations and function entries between
+// two calls of the check function. A call costs about as much as a few
+// hundred iterations of a short loop, so at 1024 the checks are a rounding
+// error, and a guest still reaches one within microseconds.
+const Interval = 1024
+
+// ErrMalformed reports a module Instrument could not parse.
+var ErrMalformed = errors.New("malformed module")
+
+// ErrUnsupported reports a module using a feature the sandbox does not run.
+var ErrUnsupported = errors.New("unsupported feature")
+
+// Section ids.
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElement   = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
+	secTag       = 13
+)
+
+// order is the position of each known section in a module (the tag
+// section sits between memory and global).
+var order = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
+
+type section struct {
+	id      byte
+	payload []byte
+}
+
+// module is what the rewrite needs to know about the input.
+type module struct {
+	sections       []section
+	importedFuncs  uint32 // function imports in the input
+	importedGlobal uint32
+	definedGlobals uint32
+	types          uint32
+}
+
+// Instrument returns the instrumented copy of the binary module wasm.
+func Instrument(wasm []byte) ([]byte, error) {
+	m, err := parse(wasm)
+	if err != nil {
+		return nil, err
+	}
+	rw := &rewriter{
+		shiftFrom: m.importedFuncs,
+		checkFunc: m.importedFuncs,
+		counter:   m.importedGlobal + m.definedGlobals,
+	}
+	out := make([]byte, 0, len(wasm)+len(wasm)/8)
+	out = append(out, wasm[:8]...)
+	wroteType, wroteImport, wroteGlobal := false, false, false
+	// emitMissing writes the sections the rewrite needs that the input
+	// lacks, before the first section that must follow them.
+	emitMissing := func(before int) error {
+		if !wroteType && before > order[secType] {
+			out = appendSection(out, secType, appendTypeSection(nil, nil, 0))
+			wroteType = true
+		}
+		if !wroteImport && before > order[secImport] {
+			p, err := appendImportSection(nil, nil, m.types)
+			if err != nil {
+				return err
+			}
+			out = appendSection(out, secImport, p)
+			wroteImport = true
+		}
+		if !wroteGlobal && before > order[secGlobal] {
+			p, err := rw.globalSection(nil)
+			if err != nil {
+				return err
+			}
+			out = appendSection(out, secGlobal, p)
+			wroteGlobal = true
+		}
+		return nil
+	}
+	for _, s := range m.sections {
+		if s.id != secCustom {
+			if err := emitMissing(order[s.id]); err != nil {
+				return nil, err
+			}
+		}
+		var p []byte
+		switch s.id {
+		case secType:
+			p, wroteType = appendTypeSection(nil, s.payload, m.types), true
+		case secImport:
+			p, err = appendImportSection(nil, s.payload, m.types)
+			wroteImport = true
+		case secGlobal:
+			p, err = rw.globalSection(s.payload)
+			wroteGlobal = true
+		case secExport:
+			p, err = rw.exportSection(s.payload)
+		case secStart:
+			p, err = rw.startSection(s.payload)
+		case secElement:
+			p, err = rw.elementSection(s.payload)
+		case secCode:
+			p, err = rw.codeSection(s.payload)
+		case secCustom:
+			if p = rw.customSection(s.payload); p == nil {
+				continue
+			}
+		default:
+			p = s.payload
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = appendSection(out, s.id, p)
+	}
+	if err := emitMissing(len(order) + 1); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// parse checks the header and section framing and reads the counts the
+// rewrite needs.
+func parse(wasm []byte) (*module, error) {
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, fmt.Errorf("%w: not a WebAssembly binary", ErrMalformed)
+	}
+	if string(wasm[4:8]) != "\x01\x00\x00\x00" {
+		return nil, fmt.Errorf("%w: binary format version %x", ErrUnsupported, wasm[4:8])
+	}
+	m := &module{}
+	r := reader{b: wasm, off: 8}
+	last := 0
+	for !r.done() {
+		id := r.byte()
+		size := r.u32()
+		payload := r.bytes(size)
+		if r.err != nil {
+			return nil, r.err
+		}
+		if id != secCustom {
+			pos, ok := order[id]
+			if !ok {
+				return nil, fmt.Errorf("%w: unknown section id %d", ErrMalformed, id)
+			}
+			if pos <= last {
+				return nil, fmt.Errorf("%w: section %d out of order", ErrMalformed, id)
+			}
+			last = pos
+		}
+		m.sections = append(m.sections, section{id: id, payload: payload})
+		var err error
+		switch id {
+		case secType:
+			m.types, err = readTypes(payload)
+		case secImport:
+			err = m.readImports(payload)
+		case secGlobal:
+			m.definedGlobals, err = vecCount(payload)
+		case secFunction:
+			err = readIndices(payload)
+		case secTable:
+			err = readTables(payload)
+		case secMemory:
+			err = readMemories(payload)
+		case secData:
+			err = readData(payload)
+		case secDataCount:
+			err = readDataCount(payload)
+		case secTag:
+			err = fmt.Errorf("%w: exception tags", ErrUnsupported)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// readImports counts function and global imports and refuses a module
+// that imports from the checkpoint module itself.
+func (m *module) readImports(p []byte) error {
+	r := reader{b: p}
+	n := r.count()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		mod := r.name()
+		r.name()
+		if r.err == nil && mod == Module {
+			return fmt.Errorf("%w: the module imports from the reserved module %q", ErrUnsupported, Module)
+		}
+		switch kind := r.byte(); kind {
+		case 0x00: // function
+			r.u32()
+			m.importedFuncs++
+		case 0x01: // table
+			r.byte()
+			r.limits()
+		case 0x02: // memory
+			r.limits()
+		case 0x03: // global
+			r.byte()
+			r.byte()
+			m.importedGlobal++
+		case 0x04: // tag
+			r.byte()
+			r.u32()
+		default:
+			r.fail("import kind %#x", kind)
+		}
+	}
+	if r.err == nil && !r.done() {
+		r.fail("trailing bytes in the import section")
+	}
+	return r.err
+}
+
+// vecCount reads the leading element count of a vector section.
+func vecCount(p []byte) (uint32, error) {
+	r := reader{b: p}
+	n := r.count()
+	return n, r.err
+}
+
+// The sections below are copied unchanged; they are read through only to
+// bound what wazero's decoder will allocate (see reader.count).
+
+// readTypes checks the type section (function types only) and returns its
+// length.
+func readTypes(p []byte) (uint32, error) {
+	r := reader{b: p}
+	n := r.count()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if form := r.byte(); form != 0x60 {
+			r.unsupported("type form %#x (GC types)", form)
+		}
+		for range 2 { // parameters, results
+			k := r.count()
+			for j := uint32(0); j < k && r.err == nil; j++ {
+				valtype(&r)
+			}
+		}
+	}
+	return n, finished(&r, "type")
+}
+
+// readIndices checks a section that is a vector of u32 (function).
+func readIndices(p []byte) error {
+	r := reader{b: p}
+	n := r.count()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		r.u32()
+	}
+	return finished(&r, "function")
+}
+
+func readTables(p []byte) error {
+	r := reader{b: p}
+	n := r.count()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if t := r.byte(); t != 0x70 && t != 0x6F {
+			r.unsupported("table type %#x", t)
+		}
+		r.limits()
+	}
+	return finished(&r, "table")
+}
+
+func readMemories(p []byte) error {
+	r := reader{b: p}
+	n := r.count()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		r.limits()
+	}
+	return finished(&r, "memory")
+}
+
+// readData checks the data segments: their offset expressions and that
+// each segment's bytes are present.
+func readData(p []byte) error {
+	r := reader{b: p}
+	var none rewriter // offsets are i32 constant expressions: nothing to shift
+	none.counter, none.shiftFrom = ^uint32(0), ^uint32(0)
+	n := r.count()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		switch flags := r.u32(); flags {
+		case 0:
+			none.walk(&r, nil, false)
+		case 1:
+		case 2:
+			memIndex(&r)
+			none.walk(&r, nil, false)
+		default:
+			r.fail("data segment flags %d", flags)
+		}
+		r.bytes(r.u32())
+	}
+	return finished(&r, "data")
+}
+
+func readDataCount(p []byte) error {
+	r := reader{b: p}
+	r.u32()
+	return finished(&r, "data count")
+}
+
+// appendTypeSection appends a type section holding the input's types
+// (payload, count types) followed by the check function's type [] -> [].
+func appendTypeSection(dst, payload []byte, count uint32) []byte {
+	dst = appendU32(dst, count+1)
+	if len(payload) > 0 {
+		_, n := readU32(payload)
+		dst = append(dst, payload[n:]...)
+	}
+	return append(dst, 0x60, 0x00, 0x00)
+}
+
+// appendImportSection appends the input's imports followed by the check
+// function, of type index checkType.
+func appendImportSection(dst, payload []byte, checkType uint32) ([]byte, error) {
+	var count uint32
+	var rest []byte
+	if len(payload) > 0 {
+		var n int
+		count, n = readU32(payload)
+		if n == 0 {
+			return nil, fmt.Errorf("%w: import count", ErrMalformed)
+		}
+		rest = payload[n:]
+	}
+	dst = appendU32(dst, count+1)
+	dst = append(dst, rest...)
+	dst = appendName(dst, Module)
+	dst = appendName(dst, Name)
+	dst = append(dst, 0x00)
+	return appendU32(dst, checkType), nil
+}
+
+func appendSection(dst []byte, id byte, payload []byte) []byte {
+	dst = append(dst, id)
+	dst = appendU32(dst, uint32(len(payload)))
+	return append(dst, payload...)
+}
+
+func appendName(dst []byte, s string) []byte {
+	dst = appendU32(dst, uint32(len(s)))
+	return append(dst, s...)
+}
