@@ -10,7 +10,8 @@
 //
 // The parser yields the same events however the input bytes are split into
 // reads. It bounds the size of one event (MaxEventBytes) and counts the data
-// bytes it dispatched, so callers can enforce a cumulative stream bound.
+// bytes it dispatched, so callers can enforce a cumulative stream bound. A
+// Reader can be Reset onto a new stream to reuse its buffers.
 //
 // It is standard library only and builds for wasip1: the host uses it to
 // frame upstream responses for extensions (http_next_event), and the Go

@@ -79,6 +79,31 @@ func NewReader(src io.Reader, opts ...Option) *Reader {
 	return r
 }
 
+// Reset makes r parse src from its start, as a new Reader with r's options
+// would, keeping the buffers r has grown. Event data returned before the
+// Reset is invalid afterwards. Reusing a Reader spares the per-stream
+// allocation of its read buffer, which for a short stream such as one model
+// turn is most of what parsing allocates; BufferCap tells a pool when a
+// Reader grew too large to keep.
+func (r *Reader) Reset(src io.Reader) {
+	*r = Reader{
+		src:      src,
+		max:      r.max,
+		buf:      r.buf,
+		data:     r.data[:0],
+		name:     r.name[:0],
+		out:      r.out[:0],
+		lastName: r.lastName, // a cache of one string: no state of the old stream
+	}
+}
+
+// BufferCap returns the capacity in bytes of the buffers r keeps across
+// Reset. One long event grows them up to the event bound, so a caller that
+// pools Readers should drop those above a size it is willing to retain.
+func (r *Reader) BufferCap() int {
+	return cap(r.buf) + cap(r.data) + cap(r.name) + cap(r.out)
+}
+
 // DataBytes returns the cumulative length of the Data of every event
 // dispatched so far.
 func (r *Reader) DataBytes() int64 { return r.total }

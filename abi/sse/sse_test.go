@@ -13,7 +13,11 @@ import (
 type ev struct{ Name, Data, ID string }
 
 func readAll(t testing.TB, src io.Reader, opts ...Option) ([]ev, error) {
-	r := NewReader(src, opts...)
+	return drain(NewReader(src, opts...))
+}
+
+// drain reads r to its end.
+func drain(r *Reader) ([]ev, error) {
 	var out []ev
 	for {
 		e, err := r.Next()
@@ -163,6 +167,99 @@ func TestValidUTF8(t *testing.T) {
 	}
 }
 
+// TestReset: a reset Reader parses a new stream exactly as a new Reader
+// would, whatever state the previous stream left behind.
+func TestReset(t *testing.T) {
+	leftovers := []struct{ name, in string }{
+		{"last event id", "id: 7\ndata: a\n\n"},
+		{"pending data and name", "event: x\ndata: a\ndata: b"},
+		{"pending line", "data: a\n\ndata: partial"},
+		{"cr at end", "data: a\r\r"},
+		{"bom consumed", "\xEF\xBB\xBFdata: a\n\n"},
+		{"half a bom", "\xEF\xBB"},
+		{"too large", "data: " + strings.Repeat("x", 100)},
+		{"read error", ""},
+		{"empty", ""},
+	}
+	next := []string{
+		"\ndata: b\n\n",                             // an LF first: not skipped as the CR's pair
+		"\xEF\xBB\xBFdata: b\n\n",                   // a BOM at the start of the new stream
+		"data: b\n\nid: 2\ndata: c\n\n",             // ids start from none
+		"event: y\ndata: b\n\ndata: c\n\n",          // names do not carry over
+		"data: " + strings.Repeat("y", 40) + "\n\n", // within the bound
+		"",
+	}
+	for _, lo := range leftovers {
+		for _, in := range next {
+			r := NewReader(strings.NewReader(lo.in), WithMaxEventBytes(50))
+			if lo.name == "read error" {
+				r = NewReader(iotest.ErrReader(errors.New("boom")), WithMaxEventBytes(50))
+			}
+			if lo.name != "empty" {
+				_, _ = r.Next()
+				_, _ = r.Next() // stop mid-stream or on a sticky error
+			}
+			r.Reset(strings.NewReader(in))
+			got, err := drain(r)
+			want, wantErr := readAll(t, strings.NewReader(in), WithMaxEventBytes(50))
+			if fmt.Sprint(got) != fmt.Sprint(want) || err != wantErr {
+				t.Errorf("%s then %q: got %q (%v), want %q (%v)", lo.name, in, got, err, want, wantErr)
+			}
+			if r.DataBytes() != dataBytes(want) || r.LastEventID() != lastID(want) {
+				t.Errorf("%s then %q: DataBytes %d, LastEventID %q", lo.name, in, r.DataBytes(), r.LastEventID())
+			}
+		}
+	}
+	// The bound survives Reset.
+	r := NewReader(strings.NewReader(""), WithMaxEventBytes(50))
+	r.Reset(strings.NewReader("data: " + strings.Repeat("x", 100) + "\n\n"))
+	if _, err := r.Next(); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("after Reset: err = %v, want ErrTooLarge", err)
+	}
+}
+
+func dataBytes(evs []ev) int64 {
+	var n int64
+	for _, e := range evs {
+		n += int64(len(e.Data))
+	}
+	return n
+}
+
+func lastID(evs []ev) string {
+	if len(evs) == 0 {
+		return ""
+	}
+	return evs[len(evs)-1].ID
+}
+
+// TestResetReusesBuffers: a Reader reset for a stream like the last one
+// does not allocate.
+func TestResetReusesBuffers(t *testing.T) {
+	in := strings.Repeat("event: delta\ndata: {\"text\":\"hello\"}\n\n", 20)
+	src := strings.NewReader(in)
+	r := NewReader(src)
+	if _, err := drain(r); err != nil {
+		t.Fatal(err)
+	}
+	c := r.BufferCap()
+	if c < 4096 {
+		t.Errorf("BufferCap() = %d, want at least the read buffer", c)
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		src.Reset(in)
+		r.Reset(src)
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+	})
+	if allocs != 0 || r.BufferCap() != c {
+		t.Errorf("%v allocations per reused stream, BufferCap %d -> %d", allocs, c, r.BufferCap())
+	}
+}
+
 // chunkReader splits input at the given sizes (cycling), never returning
 // an empty read.
 type chunkReader struct {
@@ -195,6 +292,15 @@ func FuzzChunking(f *testing.F) {
 		chunked, errC := readAll(t, &chunkReader{data: in, sizes: sizes}, WithMaxEventBytes(64))
 		if fmt.Sprint(whole) != fmt.Sprint(chunked) || (errW == nil) != (errC == nil) {
 			t.Fatalf("whole %q (%v) != chunked %q (%v)", whole, errW, chunked, errC)
+		}
+		// A Reader reused after parsing the input (sticky errors, ids and
+		// partial events included) parses it again the same way.
+		r := NewReader(&chunkReader{data: in, sizes: sizes}, WithMaxEventBytes(64))
+		_, _ = drain(r)
+		r.Reset(&chunkReader{data: in, sizes: sizes})
+		reused, errR := drain(r)
+		if fmt.Sprint(whole) != fmt.Sprint(reused) || (errW == nil) != (errR == nil) {
+			t.Fatalf("whole %q (%v) != reused %q (%v)", whole, errW, reused, errR)
 		}
 		for _, e := range whole {
 			if e.Name == "" {

@@ -3,7 +3,10 @@ package wasm
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"adhost/abi"
@@ -384,4 +387,252 @@ func (s *jsonCursor) int64() (int64, bool) {
 	}
 	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
 	return n, err == nil
+}
+
+// appendHTTPHead appends http_head's abi.HTTPResponse JSON for a response:
+// byte for byte what json.Marshal writes for the status and a map of the
+// lower-cased header names to their first values (keys sorted, HTML
+// escaping on, an empty map omitted). It runs once per upstream response;
+// the map and the reflective encoder cost a few microseconds and a dozen
+// allocations there. Header names the transport produced are ASCII tokens,
+// so the fast path sorts and lower-cases them in place; any other name, or
+// two names equal once lower-cased, takes the encoding/json path.
+func appendHTTPHead(b []byte, status int, h http.Header) []byte {
+	var arr [32]string
+	keys := arr[:0]
+	for k, v := range h {
+		if len(v) == 0 {
+			continue
+		}
+		if !plainHeaderName(k) {
+			return appendHTTPHeadSlow(b, status, h)
+		}
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareLowerASCII)
+	for i := 1; i < len(keys); i++ {
+		if compareLowerASCII(keys[i-1], keys[i]) == 0 {
+			return appendHTTPHeadSlow(b, status, h)
+		}
+	}
+	b = append(b, `{"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	if len(keys) > 0 {
+		b = append(b, `,"headers":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			for j := 0; j < len(k); j++ {
+				b = append(b, lowerASCII(k[j]))
+			}
+			b = append(b, '"', ':')
+			b = appendJSONString(b, h[k][0])
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// appendHTTPHeadSlow is the reference encoding of appendHTTPHead.
+func appendHTTPHeadSlow(b []byte, status int, h http.Header) []byte {
+	r := abi.HTTPResponse{Status: status, Headers: map[string]string{}}
+	for k, v := range h {
+		if len(v) > 0 {
+			r.Headers[strings.ToLower(k)] = v[0]
+		}
+	}
+	j, _ := json.Marshal(r)
+	return append(b, j...)
+}
+
+// plainHeaderName reports whether k is printable ASCII that a JSON string
+// holds unescaped once lower-cased (no quote, backslash or HTML-escaped
+// byte), so that lower-casing byte by byte is strings.ToLower.
+func plainHeaderName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		switch c := k[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
+}
+
+// compareLowerASCII compares the ASCII lower-case forms of a and b.
+func compareLowerASCII(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if x, y := lowerASCII(a[i]), lowerASCII(b[i]); x != y {
+			return int(x) - int(y)
+		}
+	}
+	return len(a) - len(b)
+}
+
+// startRequest is http_start's meta (abi.HTTPRequest) as the host uses it:
+// the headers as a list, which the host only walks. Its slice is reused
+// across the requests of an instance.
+type startRequest struct {
+	method, url string
+	headers     []headerField
+	stream      bool
+}
+
+type headerField struct{ name, value string }
+
+// maxFastHeaders bounds the headers decodeHTTPRequest's fast path takes
+// (it checks for repeated names pairwise); more go to encoding/json.
+const maxFastHeaders = 16
+
+// decodeHTTPRequest decodes http_start's meta into req with the semantics
+// of decodeStrict into abi.HTTPRequest (a repeated header name keeps its
+// last value, as in the map). Like decodeCompleteOutput it has a fast path
+// for the shape guests send — exactly cased keys, each once, strings
+// without escapes, a literal stream flag — and leaves everything else,
+// every error included, to encoding/json.
+func decodeHTTPRequest(b []byte, req *startRequest) error {
+	hs := req.headers[:0]
+	if cap(hs) > maxFastHeaders {
+		hs = nil // grown by a request with many headers: not kept
+	}
+	*req = startRequest{headers: hs}
+	if fastHTTPRequest(b, req) {
+		return nil
+	}
+	*req = startRequest{headers: hs}
+	var r abi.HTTPRequest
+	if err := decodeStrict(b, &r); err != nil {
+		return err
+	}
+	req.method, req.url, req.stream = r.Method, r.URL, r.Stream
+	for k, v := range r.Headers {
+		req.headers = append(req.headers, headerField{k, v})
+	}
+	return nil
+}
+
+func fastHTTPRequest(b []byte, req *startRequest) bool {
+	s := jsonCursor{b: b}
+	if !s.byte('{') {
+		return false
+	}
+	if s.byte('}') {
+		return s.end()
+	}
+	var seen [4]bool
+	for {
+		key, ok := s.plainString()
+		if !ok || !s.byte(':') {
+			return false
+		}
+		var k int
+		switch string(key) {
+		case "method":
+			k = 0
+			v, ok := s.plainString()
+			if !ok {
+				return false
+			}
+			req.method = internMethod(v)
+		case "url":
+			k = 1
+			v, ok := s.plainString()
+			if !ok {
+				return false
+			}
+			req.url = string(v)
+		case "headers":
+			k = 2
+			if !s.headerObject(req) {
+				return false
+			}
+		case "stream":
+			k = 3
+			switch {
+			case s.literal("true"):
+				req.stream = true
+			case s.literal("false"):
+				req.stream = false
+			default:
+				return false
+			}
+		default:
+			return false
+		}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		if s.byte(',') {
+			continue
+		}
+		return s.byte('}') && s.end()
+	}
+}
+
+// headerObject reads an object of plain string values with distinct names.
+func (s *jsonCursor) headerObject(req *startRequest) bool {
+	if !s.byte('{') {
+		return false
+	}
+	if s.byte('}') {
+		return true
+	}
+	for {
+		name, ok := s.plainString()
+		if !ok || !s.byte(':') {
+			return false
+		}
+		value, ok := s.plainString()
+		if !ok || len(req.headers) == maxFastHeaders {
+			return false
+		}
+		for _, h := range req.headers {
+			if h.name == string(name) {
+				return false // repeated: the map keeps the last value
+			}
+		}
+		req.headers = append(req.headers, headerField{string(name), string(value)})
+		if s.byte(',') {
+			continue
+		}
+		return s.byte('}')
+	}
+}
+
+// literal consumes lit (after whitespace) when it is the next token.
+func (s *jsonCursor) literal(lit string) bool {
+	s.skipSpace()
+	if !bytes.HasPrefix(s.b[s.i:], []byte(lit)) {
+		return false
+	}
+	if j := s.i + len(lit); j < len(s.b) {
+		switch s.b[j] {
+		case ',', '}', ' ', '\t', '\n', '\r':
+		default:
+			return false
+		}
+	}
+	s.i += len(lit)
+	return true
+}
+
+// internMethod returns the method as a constant string when it is one of
+// the usual ones, sparing an allocation.
+func internMethod(v []byte) string {
+	switch string(v) {
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodGet:
+		return http.MethodGet
+	}
+	return string(v)
 }

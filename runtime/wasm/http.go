@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -40,12 +41,22 @@ type netPolicy struct {
 	allowed  map[string]bool // canonical origins of the manifest
 	endpoint string          // canonical operator-configured origin, or ""
 	epAddr   string          // its host:port, for the dial-time check
-	secrets  map[string]func(context.Context) (string, error)
 	client   *http.Client
+	// static and creds are the manifest's static headers and credential
+	// slots with canonical header names, computed once: canonicalising a
+	// lower-case name allocates, on every request.
+	static []headerField
+	creds  []credHeader
+}
+
+// credHeader is a credential slot bound to its resolver.
+type credHeader struct {
+	slot, header, prefix string
+	get                  func(context.Context) (string, error)
 }
 
 func newNetPolicy(x *Extension, endpoint *url.URL, secrets map[string]func(context.Context) (string, error)) (*netPolicy, error) {
-	np := &netPolicy{x: x, allowed: map[string]bool{}, secrets: secrets}
+	np := &netPolicy{x: x, allowed: map[string]bool{}}
 	for _, o := range x.m.Origins() {
 		np.allowed[o] = true
 	}
@@ -56,6 +67,14 @@ func newNetPolicy(x *Extension, endpoint *url.URL, secrets map[string]func(conte
 		}
 		np.endpoint = o
 		np.epAddr = strings.TrimPrefix(strings.TrimPrefix(o, "https://"), "http://")
+	}
+	for k, v := range x.m.Network.Headers {
+		np.static = append(np.static, headerField{http.CanonicalHeaderKey(k), v})
+	}
+	for _, c := range x.m.Credentials {
+		if get := secrets[c.Name]; get != nil {
+			np.creds = append(np.creds, credHeader{c.Name, http.CanonicalHeaderKey(c.Header), c.Prefix, get})
+		}
 	}
 	tr := &http.Transport{
 		Proxy:                  nil, // never an environment proxy
@@ -159,27 +178,117 @@ type httpHandle struct {
 	frame  []byte // next event frame not yet consumed (n > cap)
 	has    bool
 	buf    []byte
+
+	// spare is the event reader of an earlier request served by this
+	// (pooled) handle, kept for the next stream.
+	spare *sse.Reader
 }
 
+// handlePool recycles httpHandles with their buffers: a vendor turn opens
+// at least one request, and a fresh event reader, frame and read buffer
+// cost it about 5 KB of garbage. A handle is only reachable through its
+// call's handle table, so once closed and removed from it nothing refers
+// to it; nothing of a request survives close (the reader is reset, the
+// buffers are emptied and are only ever copied out of).
+var handlePool = sync.Pool{New: func() any { return new(httpHandle) }}
+
+// maxPooledHandleBytes bounds the buffers a pooled handle keeps; a handle
+// that served a large response or event gives its buffers to the garbage
+// collector instead of pinning them in the pool.
+const maxPooledHandleBytes = 64 << 10
+
+func newHandle(resp *http.Response, stream bool) *httpHandle {
+	h := handlePool.Get().(*httpHandle)
+	h.resp, h.stream = resp, stream
+	return h
+}
+
+// close ends the request and recycles the handle; the caller has removed
+// it from the handle table.
 func (h *httpHandle) close() {
 	if h.resp != nil {
 		h.resp.Body.Close()
 	}
+	spare := h.events
+	if spare == nil {
+		spare = h.spare
+	}
+	if spare != nil {
+		spare.Reset(nil) // drop the reference to this request's body
+		if spare.BufferCap() > maxPooledHandleBytes {
+			spare = nil
+		}
+	}
+	*h = httpHandle{
+		head:  keepSmall(h.head),
+		frame: keepSmall(h.frame),
+		buf:   keepSmall(h.buf),
+		spare: spare,
+	}
+	handlePool.Put(h)
+}
+
+// keepSmall returns b emptied, or nil when it is too large to pool.
+func keepSmall(b []byte) []byte {
+	if cap(b) > maxPooledHandleBytes {
+		return nil
+	}
+	return b[:0]
+}
+
+// handleTable holds a call's open requests: at most abi.MaxHTTPHandles,
+// so a fixed array searched linearly, which spares the map (and its
+// storage) a call would otherwise allocate for its one or two requests.
+// Handle ids are not reused within a call.
+type handleTable struct {
+	open [abi.MaxHTTPHandles]openHandle
+	n    int
+	next int32 // the last id handed out
+}
+
+type openHandle struct {
+	id int32
+	h  *httpHandle
+}
+
+// add registers h and returns its id; the caller checked n < len(open).
+func (t *handleTable) add(h *httpHandle) int32 {
+	t.next++
+	t.open[t.n] = openHandle{t.next, h}
+	t.n++
+	return t.next
+}
+
+func (t *handleTable) get(id int32) *httpHandle {
+	for _, o := range t.open[:t.n] {
+		if o.id == id {
+			return o.h
+		}
+	}
+	return nil
+}
+
+// remove forgets id and returns its handle, or nil.
+func (t *handleTable) remove(id int32) *httpHandle {
+	for i, o := range t.open[:t.n] {
+		if o.id == id {
+			t.n--
+			t.open[i] = t.open[t.n]
+			t.open[t.n] = openHandle{}
+			return o.h
+		}
+	}
+	return nil
 }
 
 func (cs *callState) closeHandles() {
-	for id, h := range cs.handles {
-		h.close()
-		delete(cs.handles, id)
+	t := &cs.inst.handles
+	for t.n > 0 {
+		t.remove(t.open[t.n-1].id).close()
 	}
 }
 
-func (cs *callState) handle(id int32) *httpHandle {
-	if cs.handles == nil {
-		return nil
-	}
-	return cs.handles[id]
-}
+func (cs *callState) handle(id int32) *httpHandle { return cs.inst.handles.get(id) }
 
 var allowedMethods = map[string]bool{
 	http.MethodGet: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
@@ -227,17 +336,17 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 	if cs.cancelled() {
 		return abi.ErrCancelled
 	}
-	if len(cs.handles) >= abi.MaxHTTPHandles {
+	if cs.inst.handles.n >= abi.MaxHTTPHandles {
 		return abi.ErrLimit
 	}
-	var req abi.HTTPRequest
-	if err := decodeStrict(meta, &req); err != nil {
+	req := &cs.inst.meta
+	if err := decodeHTTPRequest(meta, req); err != nil {
 		return abi.ErrBadRequest
 	}
-	if !allowedMethods[req.Method] {
+	if !allowedMethods[req.method] {
 		return abi.ErrBadRequest
 	}
-	u, err := url.Parse(req.URL)
+	u, err := url.Parse(req.url)
 	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
 		return abi.ErrBadRequest
 	}
@@ -256,42 +365,45 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
 	}
-	hreq, err := http.NewRequestWithContext(cs.ctx, req.Method, u.String(), rd)
+	hreq, err := http.NewRequestWithContext(cs.ctx, req.method, u.String(), rd)
 	if err != nil {
 		return abi.ErrBadRequest
 	}
-	for k, v := range req.Headers {
-		if !manifest.ValidHeaderName(k) || !validHeaderValue(v) {
+	// One backing array holds every header's value (Header.Set allocates a
+	// slice per header); each header gets a capacity-1 window of it.
+	vals := make([]string, 0, len(req.headers)+len(np.static)+len(np.creds))
+	set := func(name, v string) {
+		vals = append(vals, v)
+		hreq.Header[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	for _, h := range req.headers {
+		if !manifest.ValidHeaderName(h.name) || !validHeaderValue(h.value) {
 			return abi.ErrBadRequest
 		}
-		if manifest.ReservedHeader(k) {
+		if manifest.ReservedHeader(h.name) {
 			continue // credentials and hop-by-hop headers are the host's
 		}
-		hreq.Header.Set(k, v)
+		set(http.CanonicalHeaderKey(h.name), h.value)
 	}
-	for k, v := range cs.x.m.Network.Headers {
-		hreq.Header.Set(k, v)
+	for _, h := range np.static {
+		set(h.name, h.value)
 	}
 	// Credentials go only to the manifest's origins and the operator's
 	// endpoint: every request that got here is to one of them.
-	for _, c := range cs.x.m.Credentials {
-		get := np.secrets[c.Name]
-		if get == nil {
-			continue
-		}
-		secret, err := get(cs.ctx)
+	for _, c := range np.creds {
+		secret, err := c.get(cs.ctx)
 		if err != nil {
 			if cs.ctx.Err() != nil {
 				return abi.ErrCancelled
 			}
-			cs.x.log.Warn("extension credential unavailable", "slot", c.Name)
+			cs.x.log.Warn("extension credential unavailable", "slot", c.slot)
 			return abi.ErrNetwork
 		}
 		if !validHeaderValue(secret) {
-			cs.x.log.Warn("extension credential is not a valid header value", "slot", c.Name)
+			cs.x.log.Warn("extension credential is not a valid header value", "slot", c.slot)
 			return abi.ErrNetwork
 		}
-		hreq.Header.Set(c.Header, c.Prefix+secret)
+		set(c.header, c.prefix+secret)
 	}
 	resp, err := np.client.Do(hreq)
 	if err != nil {
@@ -303,12 +415,7 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 		resp.Body.Close()
 		return abi.ErrRedirect
 	}
-	if cs.handles == nil {
-		cs.handles = map[int32]*httpHandle{}
-	}
-	cs.nextHandle++
-	cs.handles[cs.nextHandle] = &httpHandle{resp: resp, stream: req.Stream}
-	return abi.Errno(cs.nextHandle)
+	return abi.Errno(cs.inst.handles.add(newHandle(resp, req.stream)))
 }
 
 func validHeaderValue(v string) bool {
@@ -333,14 +440,8 @@ func hostHTTPHead(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrBadHandle)
 		return
 	}
-	if h.head == nil {
-		r := abi.HTTPResponse{Status: h.resp.StatusCode, Headers: map[string]string{}}
-		for k, v := range h.resp.Header {
-			if len(v) > 0 {
-				r.Headers[strings.ToLower(k)] = v[0]
-			}
-		}
-		h.head, _ = json.Marshal(r)
+	if len(h.head) == 0 {
+		h.head = appendHTTPHead(h.head[:0], h.resp.StatusCode, h.resp.Header)
 	}
 	stack[0] = copyOut(cs, mod, uint32(stack[1]), uint32(stack[2]), h.head)
 }
@@ -430,7 +531,12 @@ func hostHTTPNextEvent(ctx context.Context, mod api.Module, stack []uint64) {
 				stack[0] = errno64(abi.ErrBadRequest) // already read raw
 				return
 			}
-			h.events = sse.NewReader(limitedBody{h}, sse.WithMaxEventBytes(sse.DefaultMaxEventBytes))
+			if h.spare != nil {
+				h.events, h.spare = h.spare, nil
+				h.events.Reset(limitedBody{h})
+			} else {
+				h.events = sse.NewReader(limitedBody{h}, sse.WithMaxEventBytes(sse.DefaultMaxEventBytes))
+			}
 		}
 		ev, err := h.events.Next()
 		switch {
@@ -467,9 +573,8 @@ func hostHTTPClose(ctx context.Context, _ api.Module, stack []uint64) {
 	cs.enterWait()
 	defer cs.exitWait()
 	id := int32(uint32(stack[0]))
-	if h := cs.handle(id); h != nil {
+	if h := cs.inst.handles.remove(id); h != nil {
 		h.close()
-		delete(cs.handles, id)
 	}
 }
 

@@ -83,8 +83,13 @@ func TestHTTP(t *testing.T) {
 		{"redirect", "http:" + srv.URL + "/redirect", "errno:-8"},
 		{"bad url", "http:%zz", "errno:-2"},
 		{"sse", "sse:" + srv.URL + "/sse", "status:200 a=1;message=hello world;eof"},
+		// Handles and their event readers are pooled: a reused one starts clean.
+		{"sse again", "sse:" + srv.URL + "/sse", "status:200 a=1;message=hello world;eof"},
 		{"stream limit", "sse:" + srv.URL + "/bigsse", "errno:-5"},
+		{"sse after a stream limit", "sse:" + srv.URL + "/sse", "status:200 a=1;message=hello world;eof"},
 		{"body limit", "http:" + srv.URL + "/big", "errno:-5"},
+		{"read after a body limit", "http:" + srv.URL + "/echo",
+			`status:200 auth=true xkey="" cookie="" proxy="" custom="ok" static="static-value"`},
 		{"request body limit", "post:" + srv.URL + "/echo", "errno:-5"},
 		{"handle limit", "handles:" + srv.URL + "/echo", fmt.Sprintf("last=%d", abi.ErrLimit)},
 	} {

@@ -31,6 +31,13 @@ type instance struct {
 	highWater uint32
 	// cur is the call in progress (for nanosleep, which gets no context).
 	cur atomic.Pointer[callState]
+	// handles are the open requests of the call in progress, and meta is
+	// http_start's decoded meta. They live here rather than in the
+	// callState so that they are allocated once per instance: an instance
+	// serves one call at a time, and run closes every handle when a call
+	// ends.
+	handles handleTable
+	meta    startRequest
 }
 
 // callState is everything the host functions need during one ExportCall.
@@ -68,9 +75,6 @@ type callState struct {
 
 	streamed     int // bytes of text streamed
 	streamedHash maphash.Hash
-
-	handles    map[int32]*httpHandle
-	nextHandle int32
 }
 
 type callKey struct{}
@@ -227,6 +231,7 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cs.x, cs.inst = x, inst
+	inst.handles.next = 0 // handle ids start at 1 in every call
 	cs.parent, cs.ctx, cs.cancel = ctx, callCtx, cancel
 	inst.cur.Store(cs)
 	// The guest runs on this goroutine; pinning it to its thread lets the
@@ -318,36 +323,45 @@ const initComputeLimit = 10 * time.Second
 // next sample (at most another) come on top of the limit, so a guest is
 // stopped after between limit and limit+limit/4 of pure compute.
 type watchdog struct {
-	t    *time.Timer
-	done atomic.Bool
+	t     *time.Timer
+	done  atomic.Bool
+	cs    *callState
+	limit time.Duration
+	tick  time.Duration
+	// The count's state, touched only by check (the timer runs one check
+	// at a time).
+	base      int64
+	baseClock int32
+	seen      uint64
+	started   bool
 }
 
 func (x *Extension) startWatchdog(cs *callState, limit time.Duration) *watchdog {
-	w := &watchdog{}
-	tick := max(limit/8, time.Millisecond)
-	var base int64
-	var baseClock int32
-	var seen uint64
-	started := false
-	check := func() {
-		if w.done.Load() {
-			return
-		}
-		// Readings of different threads' clocks are not comparable: a
-		// changed clock restarts the count like a host call does.
-		id := cs.clock.Load()
-		now := readClock(id)
-		if n := cs.exits.Load(); !started || cs.inHost.Load() > 0 || n != seen || id != baseClock {
-			base, baseClock, seen, started = now, id, n, true
-		} else if time.Duration(now-base) >= limit {
-			cs.watchdogFired.Store(true)
-			cs.cancel(errWatchdog)
-			return
-		}
-		w.t.Reset(tick)
-	}
-	w.t = time.AfterFunc(tick, check)
+	// The state lives in one struct with check as its method: a closure
+	// over locals would allocate each captured variable separately, on
+	// every call.
+	w := &watchdog{cs: cs, limit: limit, tick: max(limit/8, time.Millisecond)}
+	w.t = time.AfterFunc(w.tick, w.check)
 	return w
+}
+
+func (w *watchdog) check() {
+	if w.done.Load() {
+		return
+	}
+	cs := w.cs
+	// Readings of different threads' clocks are not comparable: a
+	// changed clock restarts the count like a host call does.
+	id := cs.clock.Load()
+	now := readClock(id)
+	if n := cs.exits.Load(); !w.started || cs.inHost.Load() > 0 || n != w.seen || id != w.baseClock {
+		w.base, w.baseClock, w.seen, w.started = now, id, n, true
+	} else if time.Duration(now-w.base) >= w.limit {
+		cs.watchdogFired.Store(true)
+		cs.cancel(errWatchdog)
+		return
+	}
+	w.t.Reset(w.tick)
 }
 
 func (w *watchdog) stop() {

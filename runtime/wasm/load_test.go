@@ -33,6 +33,9 @@ func TestLoadRefuses(t *testing.T) {
 		{"unknown marker", tiny{marker: "plugin_abi_v9", infoID: "tiny"}.build(t), ErrUnsupportedABI, []string{"plugin_abi_v9"}},
 		{"import not allowed", tiny{marker: abi.ExportMarkerV1, importHTTP: true, infoID: "tiny"}.build(t), ErrImportDenied, []string{"llmhost.http_start", "[network]"}},
 		{"info disagrees", tiny{marker: abi.ExportMarkerV1, infoID: "hostile"}.build(t), ErrInfoMismatch, []string{`id expected "tiny", actual "hostile"`}},
+		// A start function would run during instantiation, beyond the
+		// watchdog and cancellation: refused before anything runs.
+		{"start function", tiny{marker: abi.ExportMarkerV1, infoID: "tiny", startLoop: true}.build(t), ErrCompile, []string{"start function"}},
 		{"no manifest", pinFor(t, noManifest, "x", "1.0.0"), ErrManifest, nil},
 		{"not wasm", pinFor(t, notWasm, "x", "1.0.0"), ErrManifest, nil},
 	} {

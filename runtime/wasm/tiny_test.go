@@ -24,6 +24,9 @@ type tiny struct {
 	extra      *tinyImport
 	infoID     string // id answered by OpInfo
 	manifest   string
+	// startLoop makes _initialize loop forever and also declares it the
+	// module's start function, which would run during instantiation.
+	startLoop bool
 }
 
 const tinyManifest = `id = "tiny"
@@ -96,13 +99,20 @@ func (tm tiny) build(t testing.TB) Pin {
 	}
 	add(abi.ExportCall, 0, nImports+2)
 	section(7, exports)
+	if tm.startLoop {
+		section(8, uleb(nil, uint64(nImports)))
+	}
 	empty := []byte{2, 0, 0x0b}
 	call := []byte{0, 0x41, 0}                  // no locals; i32.const 0
 	call = append(call, 0x41)                   // i32.const len
 	call = sleb(call, int64(len(info)))         //
 	call = append(call, 0x10, 0, 0x41, 0, 0x0b) // call output; i32.const 0; end
 	code := []byte{3}
-	code = append(code, empty...)
+	if tm.startLoop {
+		code = append(code, 6, 0, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b) // loop br 0 end
+	} else {
+		code = append(code, empty...)
+	}
 	code = append(code, empty...)
 	code = uleb(code, uint64(len(call)))
 	code = append(code, call...)

@@ -24,15 +24,17 @@
 // A wasm function can only run for long by looping or by calling, so a
 // guest runs at most Interval straight-line stretches between two checks.
 // Function indices at or past the new import shift by one everywhere they
-// occur (calls, ref.func, exports, start, element segments, constant
-// expressions, the name section). Everything else is copied byte for byte.
+// occur (calls, ref.func, exports, element segments, constant expressions,
+// the name section). Everything else is copied byte for byte.
 //
 // Instrument parses untrusted input: it validates what it relies on
 // (section framing, instruction immediates, that no instruction names the
-// new global) and refuses instructions outside the feature set the host's
-// wazero runtime accepts (tail calls, exceptions, threads, multiple or
-// 64-bit memories), so an accepted output is always compiled and validated
-// by wazero afterwards as usual.
+// new global, that no declared length promises more elements than there
+// are bytes) and refuses what the host does not run: a start function
+// (it would run during instantiation, beyond cancellation and the
+// watchdog) and features outside the set the host's wazero runtime
+// accepts (tail calls, exceptions, threads, multiple or 64-bit memories).
+// An accepted output is then compiled and validated by wazero as usual.
 package checkpoint
 
 import (
@@ -155,8 +157,6 @@ func Instrument(wasm []byte) ([]byte, error) {
 			wroteGlobal = true
 		case secExport:
 			p, err = rw.exportSection(s.payload)
-		case secStart:
-			p, err = rw.startSection(s.payload)
 		case secElement:
 			p, err = rw.elementSection(s.payload)
 		case secCode:
@@ -229,6 +229,12 @@ func parse(wasm []byte) (*module, error) {
 			err = readDataCount(payload)
 		case secTag:
 			err = fmt.Errorf("%w: exception tags", ErrUnsupported)
+		case secStart:
+			// A start function runs while the module is instantiated,
+			// outside any call: no context, no watchdog, nothing to
+			// stop it. Initialisation belongs in an exported function
+			// the host calls (ABI v1: _initialize).
+			err = fmt.Errorf("%w: a start function", ErrUnsupported)
 		}
 		if err != nil {
 			return nil, err

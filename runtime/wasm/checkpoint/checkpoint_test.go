@@ -128,8 +128,8 @@ func TestCountsLoopIterationsAndEntries(t *testing.T) {
 // indicesModule uses every place a function index occurs: an import
 // (env.double), calls, a table filled by two element segments (one of
 // function indices, one of ref.func expressions), a funcref global
-// initialised with ref.func, a start function, exports and the name
-// section. f2() = double(t[0]()) + t[1]() + g0, with g0 set to 1 by start.
+// initialised with ref.func, exports and the name section.
+// f2() = double(t[0]()) + t[1]() + g0, with g0 = 1.
 func indicesModule() []byte {
 	const (
 		tI32   = 0 // () -> i32
@@ -138,7 +138,7 @@ func indicesModule() []byte {
 		double = 0 // imported
 		f1     = 1 // returns 7
 		f2     = 2
-		f3     = 3 // start: g0 = 1
+		f3     = 3 // returns nothing
 	)
 	return binary(
 		sec(secType, vec([]byte{0x60, 0, 1, i32}, []byte{0x60, 1, i32, 1, i32}, []byte{0x60, 0, 0})),
@@ -146,11 +146,10 @@ func indicesModule() []byte {
 		sec(secFunction, vec(u32(tI32), u32(tI32), u32(tVoid))),
 		sec(4, vec([]byte{0x70, 0x00, 2})), // table funcref min 2
 		sec(secGlobal, vec(
-			[]byte{i32, 1, 0x41, 0, end},   // g0: mut i32 = 0
+			[]byte{i32, 1, 0x41, 1, end},   // g0: mut i32 = 1
 			[]byte{0x70, 0, 0xD2, f1, end}, // g1: funcref = ref.func f1
 		)),
 		sec(secExport, vec(cat(str("f2"), []byte{0x00}, u32(f2)), cat(str("g0"), []byte{0x03}, u32(0)))),
-		sec(secStart, u32(f3)),
 		sec(secElement, vec(
 			cat(u32(0), []byte{0x41, 0, end}, vec(u32(f1))),               // t[0] = f1
 			cat(u32(4), []byte{0x41, 1, end}, vec([]byte{0xD2, f1, end})), // t[1] = ref.func f1
@@ -162,7 +161,7 @@ func indicesModule() []byte {
 				[]byte{0x41, 1, 0x11, tI32, 0, 0x6A},         // + t[1]()
 				[]byte{0x23, 0, 0x6A, end},                   // + g0
 			),
-			body(vec(), []byte{0x41, 1, 0x24, 0, end}),
+			body(vec(), []byte{end}),
 		)),
 		sec(secCustom, str("name"), sec(1, vec(
 			cat(u32(double), str("double")), cat(u32(f1), str("seven")), cat(u32(f2), str("combine")), cat(u32(f3), str("init")),
@@ -218,6 +217,8 @@ func TestRefuses(t *testing.T) {
 		{"unknown section", binary(sec(42, nil)), ErrMalformed},
 		{"reserved import", binary(sec(secType, vec([]byte{0x60, 0, 0})),
 			sec(secImport, vec(cat(str(Module), str("x"), []byte{0x00}, u32(0))))), ErrUnsupported},
+		{"start function", binary(sec(secType, vec([]byte{0x60, 0, 0})), sec(secFunction, vec(u32(0))),
+			sec(secStart, u32(0)), sec(secCode, vec(body(vec(), []byte{end})))), ErrUnsupported},
 		{"global past the counter", withCode([]byte{0x23, 0, 0x1A, end}), ErrMalformed},
 		{"export of the counter", binary(sec(secExport, vec(cat(str("n"), []byte{0x03}, u32(0))))), ErrMalformed},
 		{"exceptions", withCode([]byte{0x06, 0x40, end, end}), ErrUnsupported},

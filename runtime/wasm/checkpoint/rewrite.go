@@ -128,13 +128,6 @@ func (rw *rewriter) exportSection(payload []byte) ([]byte, error) {
 	return p.finish(), finished(&r, "export")
 }
 
-func (rw *rewriter) startSection(payload []byte) ([]byte, error) {
-	r := reader{b: payload}
-	p := patcher{src: payload}
-	rw.funcIndex(&r, &p)
-	return p.finish(), finished(&r, "start")
-}
-
 func (rw *rewriter) elementSection(payload []byte) ([]byte, error) {
 	r := reader{b: payload}
 	p := patcher{src: payload}
