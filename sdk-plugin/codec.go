@@ -75,166 +75,260 @@ func decodeRaw(v jsonscan.Value, dst *json.RawMessage) {
 	*dst = json.RawMessage(r[:len(r):len(r)])
 }
 
-// Each decoder reads one object's members in one pass with Pick (the
-// root's pass also validates the whole input; below it, nothing is
-// validated twice). Names match exactly: abi's JSON names are exact and
-// case-sensitive, and the host writes them with encoding/json.
+// Each decoder reads its object's members as a jsonscan.Decoder meets
+// them: the whole input is read and validated in one pass, nested values
+// included (Pick at the root followed by Iter and Pick below it scanned the
+// messages, most of a long conversation's bytes, once per level). Names
+// match exactly: abi's JSON names are exact and case-sensitive, and the
+// host writes them with encoding/json. A member that appears twice is
+// decoded twice, the last one winning, as encoding/json does.
 
-// object picks keys from v into out: ok is false for null (no members),
-// err is errType for a non-object.
-func object(v jsonscan.Value, out []jsonscan.Value, keys ...string) (ok bool, err error) {
-	switch v.Kind() {
-	case jsonscan.Null:
-		return false, nil
+// object enters the object that is d's next value: ok is false for null
+// (consumed: no members), err is errType for another kind.
+func object(d *jsonscan.Decoder) (ok bool, err error) {
+	switch d.Peek() {
 	case jsonscan.Object:
-		return true, v.Pick(out, keys...)
+		return d.Enter(), nil
+	case jsonscan.Null:
+		d.Skip()
+		return false, d.Err()
+	}
+	d.Skip()
+	if err := d.Err(); err != nil {
+		return false, err
 	}
 	return false, errType
 }
 
+// root enters the object of a whole input: ok is false, with a nil error,
+// for a valid null input (nothing to set, as encoding/json).
+func root(d *jsonscan.Decoder, data []byte) (ok bool, err error) {
+	d.Reset(data)
+	if d.Peek() == jsonscan.Object {
+		return d.Enter(), nil
+	}
+	null := d.Peek() == jsonscan.Null
+	d.Skip()
+	if err := d.Finish(); err != nil {
+		return false, err
+	}
+	if null {
+		return false, nil
+	}
+	return false, jsonscan.ErrType
+}
+
 // decodeCompleteInput decodes OpComplete's input into in.
 func decodeCompleteInput(data []byte, in *abi.CompleteInput) error {
-	var f [8]jsonscan.Value
-	err := jsonscan.Pick(data, f[:], "model", "instructions", "messages", "tools",
-		"maxOutputTokens", "outputSchema", "native", "step")
-	if err == jsonscan.ErrType && data[skipSpace(data)] == 'n' {
-		return nil // null (Pick validated it): nothing to set, as encoding/json
-	}
-	if err != nil {
+	var d jsonscan.Decoder
+	if ok, err := root(&d, data); !ok {
 		return err
 	}
-	if err := decodeString(f[0], &in.Model); err != nil {
-		return fieldError("model", err)
-	}
-	if err := decodeString(f[1], &in.Instructions); err != nil {
-		return fieldError("instructions", err)
-	}
-	if f[2].Exists() {
-		if err := decodeArray(f[2], &in.Messages, decodeMessage); err != nil {
-			return fieldError("messages", err)
+	for d.More() {
+		var err error
+		var field string // the member, for an error
+		switch string(d.Key()) {
+		case "model":
+			field, err = "model", decodeString(d.Value(), &in.Model)
+		case "instructions":
+			field, err = "instructions", decodeString(d.Value(), &in.Instructions)
+		case "messages":
+			field, err = "messages", decodeMessages(&d, &in.Messages)
+		case "tools":
+			field, err = "tools", decodeToolDefs(&d, &in.Tools)
+		case "maxOutputTokens":
+			field, err = "maxOutputTokens", decodeInt(d.Value(), &in.MaxOutputTokens)
+		case "outputSchema":
+			decodeRaw(d.Value(), &in.OutputSchema)
+		case "native":
+			decodeRaw(d.Value(), &in.Native)
+		case "step":
+			field, err = "step", decodeInt(d.Value(), &in.Step)
+		default:
+			d.Skip()
+		}
+		if err != nil {
+			if e := d.Err(); e != nil {
+				return e
+			}
+			return fieldError(field, err)
 		}
 	}
-	if f[3].Exists() {
-		if err := decodeArray(f[3], &in.Tools, decodeToolDef); err != nil {
-			return fieldError("tools", err)
-		}
-	}
-	if err := decodeInt(f[4], &in.MaxOutputTokens); err != nil {
-		return fieldError("maxOutputTokens", err)
-	}
-	decodeRaw(f[5], &in.OutputSchema)
-	decodeRaw(f[6], &in.Native)
-	if err := decodeInt(f[7], &in.Step); err != nil {
-		return fieldError("step", err)
-	}
-	return nil
+	return d.Finish()
 }
 
-// skipSpace returns the index of the first non-whitespace byte of data,
-// which holds one.
-func skipSpace(data []byte) int {
-	i := 0
-	for i < len(data)-1 && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// decodeArray decodes a JSON array into a fresh slice (null: nil).
-func decodeArray[T any](v jsonscan.Value, dst *[]T, elem func(jsonscan.Value, *T) error) error {
-	switch v.Kind() {
-	case jsonscan.Null:
-		*dst = nil
-		return nil
+// array enters the array that is d's next value: ok is false for null
+// (consumed), err is errType for another kind. The loops over elements
+// are written out for each element type: a decoder passed as a function
+// value would make the Decoder escape to the heap.
+func array(d *jsonscan.Decoder) (ok bool, err error) {
+	switch d.Peek() {
 	case jsonscan.Array:
-	default:
-		return errType
+		return d.Enter(), nil
+	case jsonscan.Null:
+		d.Skip()
+		return false, d.Err()
 	}
-	out := make([]T, 0, 4)
-	it := v.Iter()
-	for it.Next() {
-		out = append(out, *new(T))
-		if err := elem(it.Value(), &out[len(out)-1]); err != nil {
+	d.Skip()
+	if err := d.Err(); err != nil {
+		return false, err
+	}
+	return false, errType
+}
+
+// decodeMessages, decodeToolCalls and decodeToolDefs decode the array that
+// is d's next value into a fresh slice (null: nil).
+func decodeMessages(d *jsonscan.Decoder, dst *[]abi.Message) error {
+	ok, err := array(d)
+	if !ok {
+		*dst = nil
+		return err
+	}
+	out := make([]abi.Message, 0, 4)
+	for d.More() {
+		out = append(out, abi.Message{})
+		if err := decodeMessage(d, &out[len(out)-1]); err != nil {
 			return err
 		}
-	}
-	if err := it.Err(); err != nil {
-		return err
 	}
 	*dst = out
-	return nil
+	return d.Err()
 }
 
-func decodeMessage(v jsonscan.Value, m *abi.Message) error {
-	var f [5]jsonscan.Value
-	if ok, err := object(v, f[:], "role", "content", "toolCalls", "toolCallId", "name"); !ok {
+func decodeToolCalls(d *jsonscan.Decoder, dst *[]abi.ToolCall) error {
+	ok, err := array(d)
+	if !ok {
+		*dst = nil
 		return err
 	}
-	if err := decodeString(f[0], &m.Role); err != nil {
-		return err
-	}
-	if err := decodeString(f[1], &m.Content); err != nil {
-		return err
-	}
-	if f[2].Exists() {
-		if err := decodeArray(f[2], &m.ToolCalls, decodeToolCall); err != nil {
+	out := make([]abi.ToolCall, 0, 4)
+	for d.More() {
+		out = append(out, abi.ToolCall{})
+		if err := decodeToolCall(d, &out[len(out)-1]); err != nil {
 			return err
 		}
 	}
-	if err := decodeString(f[3], &m.ToolCallID); err != nil {
-		return err
-	}
-	return decodeString(f[4], &m.Name)
+	*dst = out
+	return d.Err()
 }
 
-func decodeToolCall(v jsonscan.Value, tc *abi.ToolCall) error {
-	var f [3]jsonscan.Value
-	if ok, err := object(v, f[:], "id", "name", "arguments"); !ok {
+func decodeToolDefs(d *jsonscan.Decoder, dst *[]abi.ToolDef) error {
+	ok, err := array(d)
+	if !ok {
+		*dst = nil
 		return err
 	}
-	if err := decodeString(f[0], &tc.ID); err != nil {
-		return err
+	out := make([]abi.ToolDef, 0, 4)
+	for d.More() {
+		out = append(out, abi.ToolDef{})
+		if err := decodeToolDef(d, &out[len(out)-1]); err != nil {
+			return err
+		}
 	}
-	if err := decodeString(f[1], &tc.Name); err != nil {
-		return err
-	}
-	decodeRaw(f[2], &tc.Arguments)
-	return nil
+	*dst = out
+	return d.Err()
 }
 
-func decodeToolDef(v jsonscan.Value, td *abi.ToolDef) error {
-	var f [3]jsonscan.Value
-	if ok, err := object(v, f[:], "name", "description", "inputSchema"); !ok {
+func decodeMessage(d *jsonscan.Decoder, m *abi.Message) error {
+	if ok, err := object(d); !ok {
 		return err
 	}
-	if err := decodeString(f[0], &td.Name); err != nil {
+	for d.More() {
+		var err error
+		switch string(d.Key()) {
+		case "role":
+			err = decodeString(d.Value(), &m.Role)
+		case "content":
+			err = decodeString(d.Value(), &m.Content)
+		case "toolCalls":
+			err = decodeToolCalls(d, &m.ToolCalls)
+		case "toolCallId":
+			err = decodeString(d.Value(), &m.ToolCallID)
+		case "name":
+			err = decodeString(d.Value(), &m.Name)
+		default:
+			d.Skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return d.Err()
+}
+
+func decodeToolCall(d *jsonscan.Decoder, tc *abi.ToolCall) error {
+	if ok, err := object(d); !ok {
 		return err
 	}
-	if err := decodeString(f[1], &td.Description); err != nil {
+	for d.More() {
+		var err error
+		switch string(d.Key()) {
+		case "id":
+			err = decodeString(d.Value(), &tc.ID)
+		case "name":
+			err = decodeString(d.Value(), &tc.Name)
+		case "arguments":
+			decodeRaw(d.Value(), &tc.Arguments)
+		default:
+			d.Skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return d.Err()
+}
+
+func decodeToolDef(d *jsonscan.Decoder, td *abi.ToolDef) error {
+	if ok, err := object(d); !ok {
 		return err
 	}
-	decodeRaw(f[2], &td.InputSchema)
-	return nil
+	for d.More() {
+		var err error
+		switch string(d.Key()) {
+		case "name":
+			err = decodeString(d.Value(), &td.Name)
+		case "description":
+			err = decodeString(d.Value(), &td.Description)
+		case "inputSchema":
+			decodeRaw(d.Value(), &td.InputSchema)
+		default:
+			d.Skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return d.Err()
 }
 
 // decodeToolInvokeInput decodes OpToolInvoke's input into in.
 func decodeToolInvokeInput(data []byte, in *abi.ToolInvokeInput) error {
-	var f [3]jsonscan.Value
-	err := jsonscan.Pick(data, f[:], "callId", "name", "arguments")
-	if err == jsonscan.ErrType && data[skipSpace(data)] == 'n' {
-		return nil // null (Pick validated it): nothing to set, as encoding/json
-	}
-	if err != nil {
+	var d jsonscan.Decoder
+	if ok, err := root(&d, data); !ok {
 		return err
 	}
-	if err := decodeString(f[0], &in.CallID); err != nil {
-		return fieldError("callId", err)
+	for d.More() {
+		var err error
+		var field string // the member, for an error
+		switch string(d.Key()) {
+		case "callId":
+			field, err = "callId", decodeString(d.Value(), &in.CallID)
+		case "name":
+			field, err = "name", decodeString(d.Value(), &in.Name)
+		case "arguments":
+			decodeRaw(d.Value(), &in.Arguments)
+		default:
+			d.Skip()
+		}
+		if err != nil {
+			if e := d.Err(); e != nil {
+				return e
+			}
+			return fieldError(field, err)
+		}
 	}
-	if err := decodeString(f[1], &in.Name); err != nil {
-		return fieldError("name", err)
-	}
-	decodeRaw(f[2], &in.Arguments)
-	return nil
+	return d.Finish()
 }
 
 // appendRawField appends a json.RawMessage as encoding/json does: nil is
@@ -381,38 +475,63 @@ func appendHTTPRequest(dst []byte, req *abi.HTTPRequest) []byte {
 	return append(dst, '}')
 }
 
-// decodeHTTPResponse reads http_head's abi.HTTPResponse JSON: an integer
-// status and an optional object of string headers. Anything else is an
-// error (the host never writes it).
-func decodeHTTPResponse(data []byte) (status int, header map[string]string, err error) {
-	var top [2]jsonscan.Value
-	if err := jsonscan.Pick(data, top[:], "status", "headers"); err != nil {
-		return 0, nil, err
-	}
-	if err := decodeInt(top[0], &status); err != nil {
-		return 0, nil, fieldError("status", err)
-	}
-	header = make(map[string]string)
-	if !top[1].Exists() || top[1].IsNull() {
-		return status, header, nil
-	}
-	if top[1].Kind() != jsonscan.Object {
-		return 0, nil, fieldError("headers", errType)
-	}
-	it := top[1].Iter()
-	for it.Next() {
-		k, err := it.Key().String()
-		if err != nil {
-			return 0, nil, fieldError("headers", err)
+// decodeHTTPResponse reads http_head's abi.HTTPResponse JSON into the
+// status and header, an empty map: an integer status and an optional
+// object of string headers. Anything else is an error (the host never
+// writes it).
+//
+// The header names and values are views of one private copy of data (the
+// caller reuses data's buffer) rather than a string each: a streamed
+// response has a handful of headers, and each allocation costs about a
+// microsecond in the sandbox.
+func decodeHTTPResponse(data []byte, header map[string]string) (status int, err error) {
+	// The copy is never written to, so views of it stay valid for as long
+	// as the strings are used.
+	data = append([]byte(nil), data...)
+	var d jsonscan.Decoder
+	if ok, err := root(&d, data); !ok {
+		if err == nil {
+			err = jsonscan.ErrType // null is no response
 		}
-		v, err := it.Value().String()
-		if err != nil {
-			return 0, nil, fieldError("headers", err)
+		return 0, err
+	}
+	for d.More() {
+		switch string(d.Key()) {
+		case "status":
+			if err := decodeInt(d.Value(), &status); err != nil {
+				return 0, fieldError("status", err)
+			}
+		case "headers":
+			clear(header) // the last "headers" wins
+			if err := decodeHeaders(&d, header); err != nil {
+				return 0, fieldError("headers", err)
+			}
+		default:
+			d.Skip()
 		}
-		header[k] = v
 	}
-	if err := it.Err(); err != nil {
-		return 0, nil, fieldError("headers", err)
+	if err := d.Finish(); err != nil {
+		return 0, err
 	}
-	return status, header, nil
+	return status, nil
+}
+
+// decodeHeaders reads the headers object that is d's next value (null:
+// none) into header.
+func decodeHeaders(d *jsonscan.Decoder, header map[string]string) error {
+	if ok, err := object(d); !ok {
+		return err
+	}
+	for d.More() {
+		name := d.UnsafeKey()
+		v, err := d.Value().UnsafeString()
+		if err != nil {
+			if e := d.Err(); e != nil {
+				return e
+			}
+			return err
+		}
+		header[name] = v
+	}
+	return d.Err()
 }

@@ -402,7 +402,8 @@ func TestHTTPMetaCodec(t *testing.T) {
 		{Status: 500, Headers: map[string]string{"x-odd": "a\"b\\c\u00e9"}},
 	} {
 		b, _ := json.Marshal(head)
-		status, header, err := decodeHTTPResponse(b)
+		header := map[string]string{}
+		status, err := decodeHTTPResponse(b, header)
 		if err != nil {
 			t.Fatalf("decodeHTTPResponse(%s): %v", b, err)
 		}
@@ -415,7 +416,7 @@ func TestHTTPMetaCodec(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{``, `[]`, `{"status":"200"}`, `{"status":1.5}`, `{"status":200,"headers":[]}`, `{"status":200,"headers":{"a":1}}`, `{"status":200`} {
-		if _, _, err := decodeHTTPResponse([]byte(bad)); err == nil {
+		if _, err := decodeHTTPResponse([]byte(bad), map[string]string{}); err == nil {
 			t.Errorf("decodeHTTPResponse(%q) accepted", bad)
 		}
 	}

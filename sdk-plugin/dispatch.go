@@ -53,14 +53,23 @@ func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
 	if c == nil {
 		c = NewCall(h)
 	} else {
-		*c = Call{h: h, scratch: c.scratch[:0]}
+		c.h = h
 	}
 	st := dispatch(c, op, p)
 	c.finish()
-	*c = Call{scratch: c.scratch[:0]} // drop references to this call's data
-	if cap(c.scratch) > maxKeptBuffer {
-		c.scratch = nil
+	// Drop references to this call's data; keep the buffers.
+	scratch, meta := c.scratch[:0], c.meta[:0]
+	if cap(scratch) > maxKeptBuffer {
+		scratch = nil
 	}
+	if cap(meta) > maxKeptBuffer {
+		meta = nil
+	}
+	header := c.header
+	if len(header) > 64 {
+		header = nil // a one-off large head: do not keep its table
+	}
+	*c = Call{scratch: scratch, meta: meta, header: header}
 	spareCall.Store(c)
 	return st
 }

@@ -33,7 +33,10 @@
 // close-on-context-done, encoding/json's decode of a one-message
 // CompleteInput alone cost ~115 µs of guest CPU against ~27 µs for
 // jsonscan, and the encode of a small CompleteOutput ~23 µs against ~3 µs.
-// Only OpToolList, once per instance, still uses encoding/json.
+// Only OpToolList, once per instance, still uses encoding/json. Buffers
+// and the Call's per-request state are reused from one call to the next (a
+// pooled instance serves many): a Call, and a Response with its Header and
+// events, are valid only during their operation.
 //
 // # Panics
 //

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"io"
+	"sync/atomic"
 
 	"adhost/abi"
 )
@@ -25,7 +26,6 @@ func (c *Call) HTTP(req *abi.HTTPRequest, body []byte) (*Response, error) {
 	if h == 0 {
 		return nil, &HTTPError{Errno: abi.ErrBadHandle}
 	}
-	r := &Response{c: c, handle: h}
 	if c.scratch == nil {
 		c.scratch = make([]byte, 1024)
 	}
@@ -43,20 +43,42 @@ func (c *Call) HTTP(req *abi.HTTPRequest, body []byte) (*Response, error) {
 		buf = make([]byte, n)
 	}
 	c.scratch = buf[:0]
-	status, header, err := decodeHTTPResponse(buf)
+	r := &c.resp
+	var header map[string]string
+	if r.c == nil && c.header != nil {
+		header = c.header
+		clear(header)
+	} else {
+		header = make(map[string]string)
+	}
+	status, err := decodeHTTPResponse(buf, header)
 	if err != nil {
 		c.h.HTTPClose(h)
 		return nil, &HTTPError{Errno: abi.ErrBadRequest}
 	}
-	r.Status, r.Header = status, header
+	if r.c != nil {
+		r = new(Response) // the call's first response is taken
+	} else {
+		c.header = header
+	}
+	*r = Response{Status: status, Header: header, c: c, handle: h}
+	if c.open == nil {
+		c.open = c.openBuf[:0]
+	}
 	c.open = append(c.open, r)
 	c.cleanup = (*Call).closeAll
 	return r, nil
 }
 
+// eventBuf is the NextEvent buffer of the last closed response, for the
+// next one: an instance reads one stream at a time, and a fresh 4 KiB
+// buffer per turn cost an allocation and its clearing.
+var eventBuf atomic.Pointer[[]byte]
+
 // Response is an upstream response whose body is read through the host:
 // raw with Read/ReadAll, or as Server-Sent Events framed by the host with
-// NextEvent.
+// NextEvent. Like the Call that started it, it is valid only during the
+// operation (the next one may reuse its memory).
 type Response struct {
 	Status int
 	// Header holds the first value of each header, names in lower case.
@@ -66,7 +88,8 @@ type Response struct {
 	handle int32
 	eof    bool
 	closed bool
-	ev     []byte // event buffer, reused across NextEvent calls
+	ev     []byte  // event buffer, reused across NextEvent calls
+	evp    *[]byte // ev's holder, returned to eventBuf on Close
 }
 
 // maxEventFrame bounds the buffer NextEvent grows to; the host caps one
@@ -138,7 +161,8 @@ func (r *Response) NextEvent() (name, data []byte, err error) {
 		return nil, nil, io.EOF
 	}
 	if r.ev == nil {
-		r.ev = make([]byte, 4096)
+		r.evp = takeBuf(&eventBuf, 4096)
+		r.ev = *r.evp
 	}
 	for {
 		v := r.c.h.HTTPNextEvent(r.handle, r.ev)
@@ -171,6 +195,11 @@ func (r *Response) Close() error {
 	}
 	r.closed = true
 	r.c.h.HTTPClose(r.handle)
+	if r.evp != nil {
+		// name and data of the last event are invalid from here on.
+		keepBuf(&eventBuf, r.evp, r.ev)
+		r.ev, r.evp = nil, nil
+	}
 	for i, o := range r.c.open {
 		if o == r {
 			r.c.open = append(r.c.open[:i], r.c.open[i+1:]...)

@@ -44,6 +44,7 @@ type settings struct {
 // config is validated settings with defaults filled in.
 type config struct {
 	endpoint         string
+	chatURL          string // endpoint + "chat/completions", built once
 	maxTokensField   string
 	structuredOutput bool
 	includeUsage     bool
@@ -98,6 +99,7 @@ func parseSettings(raw []byte) (*config, error) {
 		}
 		c.endpoint = ep
 	}
+	c.chatURL = c.endpoint + "chat/completions"
 	switch s.MaxTokensField {
 	case "", maxCompletionTokens:
 	case maxTokens:

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"adhost/abi"
 	sdk "adhost/sdk-plugin"
@@ -48,25 +49,40 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 	if err != nil {
 		return nil, settingsError(err)
 	}
-	body, err := buildRequest(cfg, in)
+	bp := reqBuf.Swap(nil)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	body, err := appendRequest(*bp, cfg, in)
 	if err != nil {
+		reqBuf.Store(bp)
 		return nil, &sdk.Error{Code: sdk.CodeInternalError, Message: "build request: " + err.Error()}
 	}
 	resp, err := c.HTTP(&abi.HTTPRequest{
-		Method: "POST",
-		URL:    cfg.endpoint + "chat/completions",
-		Headers: map[string]string{
-			"content-type": "application/json",
-			"accept":       "text/event-stream",
-		},
-		Stream: true,
+		Method:  "POST",
+		URL:     cfg.chatURL,
+		Headers: chatHeaders,
+		Stream:  true,
 	}, body)
+	if cap(body) <= maxKeptBuffer {
+		*bp = body // the host copied it: free for the next turn
+	}
+	reqBuf.Store(bp)
 	if err != nil {
 		return nil, transportError(err, false)
 	}
-	// Closing aborts the upstream request when the turn stops early
-	// (cancellation, a malformed chunk, a refusal).
-	defer resp.Close()
+	out, err := readResponse(c, resp)
+	// Closing aborts the upstream request when the turn stopped early
+	// (cancellation, a malformed chunk, a refusal). It is not deferred: in
+	// wasm a defer costs ~2 µs of guest CPU, and a panic traps the instance
+	// anyway (the host then closes its requests).
+	resp.Close()
+	return out, err
+}
+
+// readResponse reads the turn's response: an error status, a JSON
+// completion, or the stream.
+func readResponse(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
 	if resp.Status < 200 || resp.Status > 299 {
 		return nil, statusError(resp)
 	}
@@ -75,7 +91,20 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 		// chat.completion object.
 		return completeJSON(c, resp)
 	}
-	st := &turnStream{out: c}
+	st := spareStream.Swap(nil)
+	if st == nil {
+		st = new(turnStream)
+	}
+	// Its text and scratch buffers are kept for the next turn; everything
+	// the output keeps (the text, the tool calls) is copied or fresh.
+	*st = turnStream{out: c, text: st.text[:0], buf: st.buf[:0]}
+	out, err := st.read(resp)
+	keepStream(st)
+	return out, err
+}
+
+// read follows the stream to its end and returns the turn's output.
+func (st *turnStream) read(resp *sdk.Response) (*abi.CompleteOutput, error) {
 	for !st.done {
 		name, data, err := resp.NextEvent()
 		if err == io.EOF {
@@ -89,6 +118,40 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 		}
 	}
 	return st.result()
+}
+
+// Buffers reused across turns: an instance serves one turn at a time, the
+// host copies the request body during http_start, and a turn's output
+// copies its text out of the stream state (its tool calls are fresh each
+// turn). Each allocation costs about a microsecond in the sandbox. Native
+// tests may run turns concurrently: whoever finds a slot empty allocates.
+var (
+	reqBuf      atomic.Pointer[[]byte]
+	spareStream atomic.Pointer[turnStream]
+)
+
+// maxKeptBuffer bounds a buffer kept for the next turn: a one-off huge
+// request or reply should not pin its memory (wasm memory never shrinks).
+const maxKeptBuffer = 1 << 20
+
+// keepStream returns st's buffers for the next turn.
+func keepStream(st *turnStream) {
+	text, buf := st.text[:0], st.buf[:0]
+	if cap(text) > maxKeptBuffer {
+		text = nil
+	}
+	if cap(buf) > maxKeptBuffer {
+		buf = nil
+	}
+	*st = turnStream{text: text, buf: buf}
+	spareStream.Store(st)
+}
+
+// chatHeaders are the headers of every turn's request, shared read-only
+// (the SDK only reads them) rather than a map built per turn.
+var chatHeaders = map[string]string{
+	"content-type": "application/json",
+	"accept":       "text/event-stream",
 }
 
 // transportError maps a host refusal or failure of an HTTP request.

@@ -24,10 +24,19 @@ import (
 // are copied as they are. request_ref_test.go keeps the encoding/json
 // version the fuzz test compares this one with.
 func buildRequest(cfg *config, in *abi.CompleteInput) ([]byte, error) {
+	return appendRequest(nil, cfg, in)
+}
+
+// appendRequest is buildRequest appending to dst (which Complete reuses
+// across turns: the host copies the body during http_start).
+func appendRequest(dst []byte, cfg *config, in *abi.CompleteInput) ([]byte, error) {
 	if in.Model == "" {
 		return nil, errors.New("model is empty")
 	}
-	b := make([]byte, 0, 512+estimate(in))
+	b := dst[:0]
+	if n := 512 + estimate(in); cap(b) < n {
+		b = make([]byte, 0, n)
+	}
 	b = append(b, `{"model":`...)
 	b = jsonscan.AppendQuote(b, in.Model)
 	b = append(b, `,"messages":[`...)

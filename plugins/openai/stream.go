@@ -183,12 +183,25 @@ func quickChunk(d []byte) (plan fastPlan, usage, errv []byte, ok bool) {
 	if !ok {
 		return plan, nil, nil, false
 	}
+	tail := d[p+n:]
+	usage, errv, ok, slow := tailMembers(tail)
+	if slow {
+		usage, errv, ok = skimTail(tail)
+	}
+	return plan, usage, errv, ok
+}
+
+// skimTail reads the members after a chunk's choices array (tail starts
+// just after its ']') to the end of the chunk: the spans of usage and
+// error, and ok = false for a malformed tail or a second choices member
+// (the last one would win: the caller then reads the chunk in full).
+func skimTail(tail []byte) (usage, errv []byte, ok bool) {
 	var sc skim
-	sc.reset(d[p+n:])
+	sc.reset(tail)
 	for first := false; sc.next('}', &first); {
 		switch string(sc.key()) {
 		case "choices":
-			return plan, nil, nil, false // a duplicate: the last one would win
+			return nil, nil, false // a duplicate: the last one would win
 		case "usage":
 			usage = sc.value()
 		case "error":
@@ -198,9 +211,153 @@ func quickChunk(d []byte) (plan fastPlan, usage, errv []byte, ok bool) {
 		}
 	}
 	if sc.bad || !sc.end() {
-		return plan, nil, nil, false
+		return nil, nil, false
 	}
-	return plan, usage, errv, true
+	return usage, errv, true
+}
+
+// tailMembers is skimTail in one loop without a call per token, for the
+// usual tail of scalar members: "usage":null from OpenAI, but all of
+// id, model, object … from servers that write keys in sorted order, where
+// skim's calls per token made the tail cost more than the choices. It
+// checks what skim checks (member syntax, number grammar, literals, the
+// end of input) and returns what skimTail would; slow reports a tail it
+// leaves to skimTail: one with a backslash anywhere, or a nested value.
+func tailMembers(t []byte) (usage, errv []byte, ok, slow bool) {
+	// One look for escapes over the whole tail (vendors send none there)
+	// rather than one per string: each memchr call has a fixed cost.
+	if bytes.IndexByte(t, '\\') >= 0 {
+		return nil, nil, false, true
+	}
+	i, n := 0, len(t)
+	for {
+		for i < n && isSpace(t[i]) {
+			i++
+		}
+		if i >= n {
+			return nil, nil, false, false
+		}
+		if t[i] == '}' {
+			i++
+			break
+		}
+		if t[i] != ',' {
+			return nil, nil, false, false
+		}
+		i++
+		for i < n && isSpace(t[i]) {
+			i++
+		}
+		// The key.
+		if i >= n || t[i] != '"' {
+			return nil, nil, false, false
+		}
+		ks := i + 1
+		j := bytes.IndexByte(t[ks:], '"')
+		if j < 0 {
+			return nil, nil, false, false
+		}
+		key := t[ks : ks+j]
+		if string(key) == "choices" {
+			return nil, nil, false, false // a duplicate: the last one would win
+		}
+		i = ks + j + 1
+		for i < n && isSpace(t[i]) {
+			i++
+		}
+		if i >= n || t[i] != ':' {
+			return nil, nil, false, false
+		}
+		i++
+		for i < n && isSpace(t[i]) {
+			i++
+		}
+		if i >= n {
+			return nil, nil, false, false
+		}
+		// The value.
+		vs := i
+		switch c := t[i]; {
+		case c == '"':
+			j := bytes.IndexByte(t[i+1:], '"')
+			if j < 0 {
+				return nil, nil, false, false
+			}
+			i += j + 2
+		case c == 'n' || c == 't' || c == 'f':
+			lit := "null"
+			if c == 't' {
+				lit = "true"
+			} else if c == 'f' {
+				lit = "false"
+			}
+			if n-i < len(lit) || string(t[i:i+len(lit)]) != lit {
+				return nil, nil, false, false
+			}
+			i += len(lit)
+		case c == '-' || isDigit(c):
+			if i = numberEnd(t, i); i < 0 {
+				return nil, nil, false, false
+			}
+		case c == '{' || c == '[':
+			return nil, nil, false, true
+		default:
+			return nil, nil, false, false
+		}
+		switch string(key) {
+		case "usage":
+			usage = t[vs:i]
+		case "error":
+			errv = t[vs:i]
+		}
+	}
+	for i < n && isSpace(t[i]) {
+		i++
+	}
+	if i != n {
+		return nil, nil, false, false
+	}
+	return usage, errv, true, false
+}
+
+// numberEnd returns the end of the number that starts at d[i] per the JSON
+// grammar (as skim.number reads it), or -1.
+func numberEnd(d []byte, i int) int {
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && '1' <= d[i] && d[i] <= '9':
+		for i < len(d) && isDigit(d[i]) {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || !isDigit(d[i]) {
+			return -1
+		}
+		for i < len(d) && isDigit(d[i]) {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || !isDigit(d[i]) {
+			return -1
+		}
+		for i < len(d) && isDigit(d[i]) {
+			i++
+		}
+	}
+	return i
 }
 
 // topLevelSlow is topLevel for the inputs it leaves to skim.
@@ -269,7 +426,7 @@ func (s *turnStream) choice(c *skim) error {
 		}
 		s.buf = b
 		if string(b) != s.finish {
-			s.finish = string(b)
+			s.finish = finishName(b)
 		}
 	}
 	if delta == nil || isNull(delta) {
@@ -724,7 +881,7 @@ func (s *turnStream) apply(plan *fastPlan) error {
 		}
 		s.buf = b
 		if string(b) != s.finish {
-			s.finish = string(b)
+			s.finish = finishName(b)
 		}
 	}
 	for _, it := range plan.items[:plan.n] {
@@ -753,6 +910,24 @@ func (s *turnStream) apply(plan *fastPlan) error {
 		}
 	}
 	return nil
+}
+
+// finishName returns finish_reason b as a string, without allocating for
+// the names OpenAI sends (one per turn, in the sandbox ~1 µs each).
+func finishName(b []byte) string {
+	switch string(b) {
+	case "stop":
+		return "stop"
+	case "length":
+		return "length"
+	case "tool_calls":
+		return "tool_calls"
+	case "content_filter":
+		return "content_filter"
+	case "function_call":
+		return "function_call"
+	}
+	return string(b)
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

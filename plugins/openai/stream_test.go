@@ -211,6 +211,11 @@ func FuzzStreamParity(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"tool_calls":[{"id":"x","function":{"name":"n","arguments":{"a":[1,2.5e3,true,null]}}}]}}]}`), []byte(`{"choices":[{"delta":{"tool_calls":[{"id":"y","function":{"arguments":"{}"}}]}}]}`), []byte("[DONE]"))
 	f.Add([]byte(`{"error":null,"choices":null,"usage":null}`), []byte(`{"choices":[{"finish_reason":"length","delta":{"refusal":null,"reasoning":"r"}}]}`), []byte("[DONE]"))
 	f.Add([]byte(`{"choices":[{"delta":{"content":"x"}}]} x`), []byte(`{"a":-0.5e+7,"b":[{}],"c":{"d":[]}}`), []byte("[DONE]"))
+	// Keys in sorted order (Go servers marshalling maps): the members after
+	// choices are read by tailMembers.
+	f.Add([]byte(`{"choices":[{"delta":{"content":"hi"},"finish_reason":null,"index":0,"logprobs":null}],"created":1767225600,"id":"chatcmpl-sim1","model":"m","object":"chat.completion.chunk","usage":null}`),
+		[]byte(`{"choices":[],"created":-1.5e3,"error":null,"id":"x","usage":{"completion_tokens":2}}`), []byte("[DONE]"))
+	f.Add([]byte(`{"choices":[{"delta":{"content":"a"}}],"error":"boom"}`), []byte(`{"choices":[{"delta":{"content":"b"}}],"x":tru}`), []byte("[DONE]"))
 	f.Fuzz(func(t *testing.T, a, b, c []byte) {
 		fast, ref := &recorder{}, &recorder{}
 		fs, rs := &turnStream{out: fast}, &refTurnStream{out: ref}
@@ -296,6 +301,31 @@ func FuzzParseSettings(f *testing.F) {
 		again, err := checkEndpoint(cfg.endpoint)
 		if err != nil || again != cfg.endpoint {
 			t.Fatalf("endpoint %q does not pass its own check: %q, %v", cfg.endpoint, again, err)
+		}
+	})
+}
+
+// FuzzTailMembers checks tailMembers against skimTail, which it stands in
+// for: whenever it does not leave the tail to skimTail, it answers the
+// same.
+func FuzzTailMembers(f *testing.F) {
+	for _, s := range []string{
+		`,"created":1767225600,"id":"chatcmpl-sim1","model":"sim-large","object":"chat.completion.chunk","system_fingerprint":"fp_vendorsim","usage":null}`,
+		`,"usage":{"prompt_tokens":1}}`, `,"usage":null,"error":null} `, `}`, ` , "a" : -0.5e+3 , "b":true,"c":false}`,
+		`,"choices":[]}`, `,"us\u0061ge":1}`, `,"a":"x\"y"}`, `,"a":01}`, `,"a":1.}`, `,"a":tru}`, `,"a":1}x`,
+		`,"a":"b"`, `,"a" 1}`, `,"a":}`, `,}`, `"a":1}`, `,"error":"boom","usage":7}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, tail []byte) {
+		usage, errv, ok, slow := tailMembers(tail)
+		if slow {
+			return
+		}
+		wu, we, wok := skimTail(tail)
+		if ok != wok || string(usage) != string(wu) || string(errv) != string(we) ||
+			(usage == nil) != (wu == nil) || (errv == nil) != (we == nil) {
+			t.Fatalf("tailMembers(%q) = %q, %q, %v; skimTail %q, %q, %v", tail, usage, errv, ok, wu, we, wok)
 		}
 	})
 }

@@ -28,6 +28,11 @@
 // (validating the chunk ~13 µs of it; the same reads re-validating each
 // level cost ~43 µs), encoding/json into a struct ~190 µs.
 //
+// Decoder is for decoding a whole document into Go values (the SDK's op
+// input): it reads front to back in one validating pass, entering the
+// containers the caller descends into, where Pick and Iter below it would
+// skip each nested level again.
+//
 // AppendQuote and AppendCompact are the encoding side: a JSON string
 // literal and a validated, compacted raw value, for writing JSON by hand
 // without reflection.

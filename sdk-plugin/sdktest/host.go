@@ -389,7 +389,7 @@ func (h *Host) HTTPStart(meta, body []byte) int32 {
 	h.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(h.ctx)
-	hr, err := http.NewRequestWithContext(ctx, req.Method, req.URL, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, req.Method, req.URL, bytes.NewReader(bytes.Clone(body))) // as the wasm host: the guest may reuse body
 	if err != nil {
 		cancel()
 		return int32(abi.ErrBadRequest)
