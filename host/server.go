@@ -209,16 +209,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Unlike sync.WaitGroup it allows new operations to start while someone
 // waits (a request that passed the state check just before shutdown).
 type activity struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil while n == 0
+	mu sync.Mutex
+	n  int
+	// idle is closed when n drops to zero. Only a waiter creates it, so an
+	// operation that starts on an idle host (every run at one client)
+	// allocates nothing.
+	idle chan struct{}
 }
 
 func (a *activity) add() {
 	a.mu.Lock()
-	if a.n == 0 {
-		a.idle = make(chan struct{})
-	}
 	a.n++
 	a.mu.Unlock()
 }
@@ -226,7 +226,7 @@ func (a *activity) add() {
 func (a *activity) done() {
 	a.mu.Lock()
 	a.n--
-	if a.n == 0 {
+	if a.n == 0 && a.idle != nil {
 		close(a.idle)
 		a.idle = nil
 	}
@@ -235,11 +235,15 @@ func (a *activity) done() {
 
 func (a *activity) wait(ctx context.Context) error {
 	a.mu.Lock()
-	idle := a.idle
-	a.mu.Unlock()
-	if idle == nil {
+	if a.n == 0 {
+		a.mu.Unlock()
 		return nil
 	}
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.mu.Unlock()
 	select {
 	case <-idle:
 		return nil

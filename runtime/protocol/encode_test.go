@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -94,4 +95,15 @@ func FuzzAppendRunResult(f *testing.F) {
 			t.Fatalf("\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// BenchmarkAppendJSONString: mostly-ASCII model text, the common case of
+// every text.delta and JSON-mode answer.
+func BenchmarkAppendJSONString(b *testing.B) {
+	s := strings.Repeat("The quick brown fox jumps over the lazy dog, \"twice\".\n", 20)
+	buf := make([]byte, 0, 2*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = AppendJSONString(buf[:0], s, false)
+	}
 }
