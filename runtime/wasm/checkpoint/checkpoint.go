@@ -15,7 +15,8 @@
 //
 // The rewrite adds one function import (Import, type [] -> []) after the
 // module's own imports, one mutable i32 global (the countdown) after its
-// globals, and at the start of every function body and of every loop body:
+// globals, and at the start of every function body (unless it opens with
+// a loop) and of every loop body:
 //
 //	global.get $n; i32.const 1; i32.sub; global.set $n
 //	global.get $n; i32.eqz

@@ -336,3 +336,29 @@ func hasNameSection(wasm []byte) bool {
 	}
 	return false
 }
+
+// TestLoopFirstBodyChecksOnce: a body that opens with a loop (every
+// function Go's wasm code generator emits) gets no entry checkpoint of its
+// own — the loop header's check runs right after entry.
+func TestLoopFirstBodyChecksOnce(t *testing.T) {
+	orig := binary(
+		sec(secType, vec([]byte{0x60, 1, i32, 1, i32})),
+		sec(secFunction, vec(u32(0))),
+		sec(secExport, vec(cat(str("spin"), []byte{0x00}, u32(0)))),
+		sec(secCode, vec(body(vec(),
+			[]byte{0x03, 0x40}, // loop
+			[]byte{0x20, 0, 0x41, 1, 0x6B, 0x22, 0, 0x0D, 0, end}, // n = n-1; br_if 0
+			[]byte{0x20, 0, end},
+		))),
+	)
+	out, err := Instrument(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// spin(n) enters the loop body n times.
+	for n, want := range map[uint64]int{1023: 0, 1024: 1, 4096: 4} {
+		if _, checks := run(t, out, nil, "spin", n); checks != want {
+			t.Errorf("spin(%d): %d checks, want %d", n, checks, want)
+		}
+	}
+}

@@ -181,7 +181,10 @@ func (rw *rewriter) codeSection(payload []byte) ([]byte, error) {
 			// wazero allocates the declared locals up front.
 			b.unsupported("%d locals in one function (at most %d)", locals, MaxLocals)
 		}
-		if b.err == nil {
+		// A body that opens with a loop gets its entry check from the
+		// loop header's (Go's wasm code generator opens every function
+		// with its resumption loop): one check per call instead of two.
+		if b.err == nil && (b.off >= len(body) || body[b.off] != 0x03) {
 			p.insert(b.off, rw.checkpoint())
 		}
 		rw.walk(&b, &p, true)
