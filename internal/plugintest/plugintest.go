@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"testing"
 
@@ -20,7 +21,8 @@ import (
 // root, such as "plugins/openai") for wasip1 with testenv.BuildPlugin (once
 // per test binary), loads it pinned as id@version with the build's sha256,
 // and binds a provider instance "<id>-test" to endpoint with key as its
-// api_key secret. The module is closed when the test ends.
+// api_key secret; an empty key is a secret the host cannot resolve (as an
+// unset environment variable). The module is closed when the test ends.
 func LoadProvider(t testing.TB, dir, id, version, endpoint, key string) runtime.Provider {
 	t.Helper()
 	path := testenv.BuildPlugin(t, dir)
@@ -39,7 +41,12 @@ func LoadProvider(t testing.TB, dir, id, version, endpoint, key string) runtime.
 		ID:       id + "-test",
 		Settings: settings,
 		Secrets: map[string]func(context.Context) (string, error){
-			"api_key": func(context.Context) (string, error) { return key, nil },
+			"api_key": func(context.Context) (string, error) {
+				if key == "" {
+					return "", errors.New("environment variable TEST_KEY is not set")
+				}
+				return key, nil
+			},
 		},
 	})
 	if err != nil {

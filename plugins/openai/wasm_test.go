@@ -270,3 +270,32 @@ func BenchmarkAdapterVsDirect(b *testing.B) {
 		})
 	}
 }
+
+// TestWasmNoCredential: an api_key secret the host cannot resolve (an
+// unset environment variable) sends nothing upstream; the turn fails with
+// AUTH_REQUIRED and the discovery probe reports AUTH_REQUIRED, whatever
+// the adapter made of the refused request.
+func TestWasmNoCredential(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("builds and runs the wasm module; skipped with -short and -race")
+	}
+	s := vendorsim.MustNew(t, "openai", vendorsim.Options{APIKey: testKey})
+	p := plugintest.LoadProvider(t, "plugins/openai", pluginID, pluginVersion, s.Endpoint(), "")
+	_, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioText), &turnSink{})
+	if code := protocol.CodeOf(err); code != protocol.CodeAuthRequired {
+		t.Errorf("Complete: code %s (%v), want AUTH_REQUIRED", code, err)
+	}
+	ins, ok := p.(interface {
+		Inspect(context.Context) (*abi.InspectOutput, error)
+	})
+	if !ok {
+		t.Fatal("provider has no Inspect")
+	}
+	out, err := ins.Inspect(t.Context())
+	if err != nil || out.Code != "AUTH_REQUIRED" {
+		t.Errorf("Inspect = %+v, %v; want code AUTH_REQUIRED", out, err)
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Errorf("%d requests reached the upstream without a credential", n)
+	}
+}

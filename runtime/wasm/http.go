@@ -397,6 +397,7 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 				return abi.ErrCancelled
 			}
 			cs.x.log.Warn("extension credential unavailable", "slot", c.slot)
+			cs.noCredential = true
 			return abi.ErrNetwork
 		}
 		if !validHeaderValue(secret) {

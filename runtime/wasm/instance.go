@@ -72,6 +72,11 @@ type callState struct {
 
 	trap      error  // set by a host function right before it traps
 	violation string // first ABI misuse of this call (invalid result)
+	// noCredential records that a request went out without a credential
+	// the operator configured but the host could not resolve (an unset
+	// environment variable, an empty file): the host, not the guest, then
+	// knows why the call failed (AUTH_REQUIRED).
+	noCredential bool
 
 	streamed     int // bytes of text streamed
 	streamedHash maphash.Hash

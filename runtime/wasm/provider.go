@@ -160,6 +160,11 @@ func (b *binding) callFailed(ctx context.Context, cs *callState, res *callResult
 		x.log.Warn("extension broke the ABI contract", "instance", b.id, "op", cs.op.String(), "reason", cs.violation)
 		return fail(invalid, errors.New(cs.violation))
 	}
+	if cs.noCredential && res.status == abi.StatusError {
+		// Whatever the guest made of the refused request, the cause is
+		// the host's missing credential (wire-core §7.2 AUTH_REQUIRED).
+		return protocol.Wrap(protocol.CodeAuthRequired, fmt.Errorf("extension %s: op %s: a credential is not available", x.pin, cs.op))
+	}
 	switch res.status {
 	case abi.StatusCancelled:
 		return protocol.Wrap(protocol.CodeCancelled, fmt.Errorf("extension %s: op %s: guest reported cancellation", x.pin, cs.op))
@@ -326,6 +331,11 @@ func (p *provider) Inspect(ctx context.Context) (*abi.InspectOutput, error) {
 	if err := decodeStrict(out, &io); err != nil || !inspectCodes[io.Code] || len(io.Models) > 1000 {
 		p.x.log.Warn("extension returned an invalid inspect result", "instance", p.id)
 		return &abi.InspectOutput{Code: "INVALID_DISCOVERY_RESPONSE"}, nil
+	}
+	if cs.noCredential && io.Code != "CATALOG_AVAILABLE" {
+		// The probe could not authenticate because the host has no
+		// credential to inject: unauthenticated, not unreachable.
+		return &abi.InspectOutput{Code: "AUTH_REQUIRED"}, nil
 	}
 	return &io, nil
 }
