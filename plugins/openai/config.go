@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/netip"
-	"net/url"
-	"strings"
 	"sync/atomic"
+
+	sdk "adhost/sdk-plugin"
 )
 
 // DefaultEndpoint is the base URL used when settings.endpoint is absent.
@@ -93,7 +91,7 @@ func parseSettings(raw []byte) (*config, error) {
 		includeUsage:     s.IncludeUsage == nil || *s.IncludeUsage,
 	}
 	if s.Endpoint != "" {
-		ep, err := checkEndpoint(s.Endpoint)
+		ep, err := sdk.CheckEndpoint(s.Endpoint)
 		if err != nil {
 			return nil, fmt.Errorf("settings.endpoint: %w", err)
 		}
@@ -108,39 +106,4 @@ func parseSettings(raw []byte) (*config, error) {
 		return nil, fmt.Errorf("settings.maxTokensField: must be %q or %q", maxCompletionTokens, maxTokens)
 	}
 	return c, nil
-}
-
-// checkEndpoint enforces wire-extensions §10.2: HTTPS (loopback HTTP
-// allowed), no credentials, query or fragment. It returns the URL with a
-// trailing slash so paths are appended, never resolved.
-func checkEndpoint(s string) (string, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "", errors.New("not a URL")
-	}
-	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return "", errors.New("scheme must be https (or http for a loopback host)")
-	case u.Host == "" || u.Opaque != "":
-		return "", errors.New("must be an absolute URL with a host")
-	case u.User != nil:
-		return "", errors.New("must not carry credentials")
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(s, "?#"):
-		return "", errors.New("must not carry a query or fragment")
-	case u.Scheme == "http" && !isLoopback(u.Hostname()):
-		return "", errors.New("http is allowed for loopback hosts only")
-	}
-	out := u.Scheme + "://" + u.Host + u.EscapedPath()
-	if !strings.HasSuffix(out, "/") {
-		out += "/"
-	}
-	return out, nil
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

@@ -298,7 +298,7 @@ func FuzzParseSettings(f *testing.F) {
 		if !strings.HasSuffix(cfg.endpoint, "/") {
 			t.Fatalf("endpoint %q lacks the trailing slash", cfg.endpoint)
 		}
-		again, err := checkEndpoint(cfg.endpoint)
+		again, err := sdk.CheckEndpoint(cfg.endpoint)
 		if err != nil || again != cfg.endpoint {
 			t.Fatalf("endpoint %q does not pass its own check: %q, %v", cfg.endpoint, again, err)
 		}
