@@ -296,11 +296,20 @@ func (r *Run) callWithRetries(in *abi.CompleteInput) (*abi.CompleteOutput, *turn
 	}
 	for attempt := 1; ; attempt++ {
 		out, t, err := r.callProvider(in)
-		if err == nil || err == errTakenOver || attempt >= attempts || delay > maxDelay || r.ctx.Err() != nil ||
+		if err == nil || err == errTakenOver || attempt >= attempts || r.ctx.Err() != nil ||
 			protocol.CodeOf(err) != protocol.CodeRateLimited || t.streamedLen > 0 || t.progressed {
 			return out, t, err
 		}
-		timer := time.NewTimer(delay)
+		// The upstream's Retry-After is a minimum; a wait past maxDelay
+		// ends the retries.
+		wait := delay
+		if pe, ok := err.(*protocol.Error); ok && pe.RetryAfter > wait {
+			wait = pe.RetryAfter
+		}
+		if wait > maxDelay {
+			return out, t, err
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
 		case <-r.ctx.Done():

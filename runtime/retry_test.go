@@ -42,7 +42,7 @@ func TestNativeStatePassesThrough(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	rateLimited := func(fails int, stream bool) *fakeProvider {
+	rateLimited := func(fails int, stream bool, retryAfter time.Duration) *fakeProvider {
 		n := 0
 		return &fakeProvider{complete: func(_ context.Context, _ *abi.CompleteInput, sink TurnSink) (*abi.CompleteOutput, error) {
 			n++
@@ -50,7 +50,9 @@ func TestRetries(t *testing.T) {
 				if stream {
 					sink.Text("partial")
 				}
-				return nil, protocol.New(protocol.CodeRateLimited)
+				e := protocol.New(protocol.CodeRateLimited)
+				e.RetryAfter = retryAfter
+				return nil, e
 			}
 			return &abi.CompleteOutput{Text: "ok"}, nil
 		}}
@@ -62,23 +64,27 @@ func TestRetries(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name   string
-		fails  int
-		stream bool
-		mod    func(*protocol.RunRequest)
-		want   protocol.Code
-		calls  int32
-		waited time.Duration
+		name       string
+		fails      int
+		stream     bool
+		retryAfter time.Duration
+		mod        func(*protocol.RunRequest)
+		want       protocol.Code
+		calls      int32
+		waited     time.Duration
 	}{
-		{"no retry by default", 1, false, func(*protocol.RunRequest) {}, protocol.CodeRateLimited, 1, 0},
-		{"retried with doubling delays", 2, false, retry(3, nil, nil), "", 3, 1500 * time.Millisecond},
-		{"attempts exhausted", 5, false, retry(3, intp(100), nil), protocol.CodeRateLimited, 3, 300 * time.Millisecond},
-		{"next wait over maxDelay", 5, false, retry(5, intp(1000), intp(2000)), protocol.CodeRateLimited, 3, 3 * time.Second},
-		{"partial stream never retried", 1, true, retry(3, nil, nil), protocol.CodeRateLimited, 1, 0},
+		{"no retry by default", 1, false, 0, func(*protocol.RunRequest) {}, protocol.CodeRateLimited, 1, 0},
+		{"retried with doubling delays", 2, false, 0, retry(3, nil, nil), "", 3, 1500 * time.Millisecond},
+		{"attempts exhausted", 5, false, 0, retry(3, intp(100), nil), protocol.CodeRateLimited, 3, 300 * time.Millisecond},
+		{"next wait over maxDelay", 5, false, 0, retry(5, intp(1000), intp(2000)), protocol.CodeRateLimited, 3, 3 * time.Second},
+		{"partial stream never retried", 1, true, 0, retry(3, nil, nil), protocol.CodeRateLimited, 1, 0},
+		{"retry-after is a minimum", 2, false, 2 * time.Second, retry(3, intp(100), nil), "", 3, 4 * time.Second},
+		{"back-off longer than retry-after", 2, false, 50 * time.Millisecond, retry(3, nil, nil), "", 3, 1500 * time.Millisecond},
+		{"retry-after past maxDelay", 5, false, 10 * time.Second, retry(3, nil, intp(2000)), protocol.CodeRateLimited, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				env := newEnv(t, rateLimited(tc.fails, tc.stream), safe)
+				env := newEnv(t, rateLimited(tc.fails, tc.stream, tc.retryAfter), safe)
 				start := time.Now()
 				evs := env.stream(t, req("x", tc.mod))
 				if got := codeOf(terminalOf(evs)); got != string(tc.want) {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -297,5 +298,21 @@ func TestWasmNoCredential(t *testing.T) {
 	}
 	if n := len(s.Requests()); n != 0 {
 		t.Errorf("%d requests reached the upstream without a credential", n)
+	}
+}
+
+// TestWasmRetryAfter: a 429's Retry-After reaches the engine as the
+// error's RetryAfter (its opt-in retries wait at least that long), and
+// nothing else of the vendor's answer does.
+func TestWasmRetryAfter(t *testing.T) {
+	s := vendorsim.MustNew(t, "openai", vendorsim.Options{APIKey: testKey})
+	p := loadWasm(t, s.Endpoint())
+	_, err := p.Complete(t.Context(), userTurn(vendorsim.FaultPrefix+string(vendorsim.FaultRateLimit)), &turnSink{})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeRateLimited || pe.RetryAfter != 2*time.Second {
+		t.Fatalf("err = %#v, want RATE_LIMITED with RetryAfter 2s", err)
+	}
+	if strings.Contains(pe.Message, "Rate limit reached") {
+		t.Errorf("vendor message in the public error: %q", pe.Message)
 	}
 }

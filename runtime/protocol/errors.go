@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable wire error code (wire-core §7).
@@ -87,6 +88,10 @@ type Error struct {
 	Retryable bool
 	// Uncertain marks outcome:"uncertain" (effects may have happened).
 	Uncertain bool
+	// RetryAfter is the upstream's Retry-After hint of a RATE_LIMITED
+	// failure (0: none). The engine's opt-in provider retries wait at
+	// least this long (wire-core §15.4); it is not part of the wire shape.
+	RetryAfter time.Duration
 	// Err is the private cause (logged by the host, never sent).
 	Err error
 }

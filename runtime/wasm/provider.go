@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"time"
 
 	"adhost/abi"
 	"adhost/runtime"
@@ -210,9 +211,16 @@ func (b *binding) guestError(op abi.Op, out []byte) error {
 	if code == protocol.CodeProviderError {
 		e.Retryable = eo.Status >= 500
 	}
+	if code == protocol.CodeRateLimited && eo.RetryAfterMs > 0 {
+		e.RetryAfter = time.Duration(min(eo.RetryAfterMs, maxRetryAfterMs)) * time.Millisecond
+	}
 	e.Err = fmt.Errorf("extension %s: op %s: %s (upstream status %d, retry after %d ms)", b.x.pin, op, code, eo.Status, eo.RetryAfterMs)
 	return e
 }
+
+// maxRetryAfterMs bounds a guest's Retry-After hint (a day): the engine
+// gives up on waits past the run's maxDelayMs anyway.
+const maxRetryAfterMs = 24 * 60 * 60 * 1000
 
 type provider struct{ *binding }
 
