@@ -10,8 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
+	"adhost/abi"
 	"adhost/internal/testenv"
 	"adhost/runtime"
 	"adhost/runtime/wasm"
@@ -53,4 +56,53 @@ func LoadProvider(t testing.TB, dir, id, version, endpoint, key string) runtime.
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Sink is a runtime.TurnSink recording what a provider streamed, for the
+// adapters' wasm tests. OnText and OnProgress, when set, run after each
+// delta or progress signal, outside the lock (a test cancels from them).
+type Sink struct {
+	OnText, OnProgress func()
+
+	mu       sync.Mutex
+	text     strings.Builder
+	progress int
+}
+
+var _ runtime.TurnSink = (*Sink)(nil)
+
+func (s *Sink) Text(d string) {
+	s.mu.Lock()
+	s.text.WriteString(d)
+	f := s.OnText
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+func (s *Sink) Progress() {
+	s.mu.Lock()
+	s.progress++
+	f := s.OnProgress
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+func (s *Sink) Usage(abi.Usage) {}
+
+// Streamed is the text streamed so far.
+func (s *Sink) Streamed() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.text.String()
+}
+
+// Progressed is the number of progress signals so far.
+func (s *Sink) Progressed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress
 }

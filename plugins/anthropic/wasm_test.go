@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"adhost/abi"
@@ -12,28 +11,6 @@ import (
 	"adhost/runtime"
 	"adhost/runtime/protocol"
 )
-
-// wasmSink records what the wasm runtime streamed.
-type wasmSink struct {
-	mu       sync.Mutex
-	text     strings.Builder
-	progress int
-	onProg   func()
-}
-
-func (s *wasmSink) Text(d string)   { s.mu.Lock(); s.text.WriteString(d); s.mu.Unlock() }
-func (s *wasmSink) Usage(abi.Usage) {}
-func (s *wasmSink) Progress() {
-	s.mu.Lock()
-	s.progress++
-	f := s.onProg
-	s.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
-var _ runtime.TurnSink = (*wasmSink)(nil)
 
 // loadWasm builds plugins/anthropic for wasip1 (once per test binary) with
 // its manifest embedded, loads it with its pin, and binds a provider
@@ -55,13 +32,13 @@ func TestWasm(t *testing.T) {
 	p := loadWasm(t, s.Endpoint())
 
 	t.Run("text", func(t *testing.T) {
-		sink := &wasmSink{}
+		sink := &plugintest.Sink{}
 		out, err := p.Complete(t.Context(), input(vendorsim.ScenarioText), sink)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Text != "Hello fixture" || sink.text.String() != out.Text || out.Usage != nil {
-			t.Errorf("output %+v, streamed %q", out, sink.text.String())
+		if out.Text != "Hello fixture" || sink.Streamed() != out.Text || out.Usage != nil {
+			t.Errorf("output %+v, streamed %q", out, sink.Streamed())
 		}
 		reqs := s.Requests()
 		r := reqs[len(reqs)-1]
@@ -73,27 +50,27 @@ func TestWasm(t *testing.T) {
 	t.Run("tools", func(t *testing.T) {
 		in := input(vendorsim.ScenarioTools)
 		in.Tools = []abi.ToolDef{lookupTool}
-		sink := &wasmSink{}
+		sink := &plugintest.Sink{}
 		out, err := p.Complete(t.Context(), in, sink)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.ToolCalls) != 1 || string(out.ToolCalls[0].Arguments) != `{"value":7}` || sink.progress == 0 {
-			t.Fatalf("turn 1 %+v, progress %d", out, sink.progress)
+		if len(out.ToolCalls) != 1 || string(out.ToolCalls[0].Arguments) != `{"value":7}` || sink.Progressed() == 0 {
+			t.Fatalf("turn 1 %+v, progress %d", out, sink.Progressed())
 		}
 		call := out.ToolCalls[0]
 		in.Messages = append(in.Messages,
 			abi.Message{Role: abi.RoleAssistant, ToolCalls: []abi.ToolCall{call}},
 			abi.Message{Role: abi.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: `{"receipt":7}`})
 		in.Step = 2
-		out, err = p.Complete(t.Context(), in, &wasmSink{})
+		out, err = p.Complete(t.Context(), in, &plugintest.Sink{})
 		if err != nil || out.Text != "tool receipt: 7" {
 			t.Fatalf("turn 2 %+v, %v", out, err)
 		}
 	})
 
 	t.Run("usage", func(t *testing.T) {
-		out, err := p.Complete(t.Context(), input(vendorsim.FaultPrefix+string(vendorsim.FaultUsage)), &wasmSink{})
+		out, err := p.Complete(t.Context(), input(vendorsim.FaultPrefix+string(vendorsim.FaultUsage)), &plugintest.Sink{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +83,7 @@ func TestWasm(t *testing.T) {
 		before := s.Cancellations()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		sink := &wasmSink{onProg: cancel}
+		sink := &plugintest.Sink{OnProgress: cancel}
 		in := input(vendorsim.ScenarioCancel)
 		in.Tools = []abi.ToolDef{lookupTool}
 		_, err := p.Complete(ctx, in, sink)
@@ -135,7 +112,7 @@ func TestWasm(t *testing.T) {
 		{vendorsim.FaultPrefix + string(vendorsim.FaultStreamError), protocol.CodeProviderFailed},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			_, err := p.Complete(t.Context(), input(tc.in), &wasmSink{})
+			_, err := p.Complete(t.Context(), input(tc.in), &plugintest.Sink{})
 			pe := protocol.AsPublic(err)
 			if pe.Code != tc.code || strings.Contains(pe.Message, vendorsim.SecretMarker) || strings.Contains(err.Error(), vendorsim.SecretMarker) {
 				t.Fatalf("err = %v", err)
@@ -167,7 +144,7 @@ func BenchmarkWasmStreamEvents(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := cpuTime()
 	for b.Loop() {
-		out, err := p.Complete(b.Context(), in, &wasmSink{})
+		out, err := p.Complete(b.Context(), in, &plugintest.Sink{})
 		if err != nil {
 			b.Fatalf("complete: %v", err)
 		}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,90 +37,16 @@ func loadManifest(t testing.TB) *manifest.Manifest {
 }
 
 // hostOptions are the fake host's options for settings, as the real host
-// would set them from the manifest: the static headers, the credential
-// slot, and the origins (the declared ones plus the endpoint's).
+// would set them from the manifest (simtest.ManifestHostOptions).
 func hostOptions(t testing.TB, settings []byte) sdktest.Options {
 	t.Helper()
-	m := loadManifest(t)
-	headers := map[string]string{}
-	for k, v := range m.Network.Headers {
-		headers[k] = v
-	}
-	for _, c := range m.Credentials {
-		headers[c.Header] = c.Prefix + testKey
-	}
-	origins := append([]string(nil), m.Network.Origins...)
-	cfg := config{}
-	if ep := jsonField(settings, "endpoint"); ep != "" {
-		cfg.Endpoint = ep
-	}
-	if ep, err := cfg.validate(); err == nil {
-		u, _ := url.Parse(ep)
-		origins = append(origins, u.Scheme+"://"+u.Host)
-	}
-	return sdktest.Options{Config: settings, Headers: headers, Origins: origins}
-}
-
-func jsonField(settings []byte, key string) string {
-	var m map[string]any
-	if err := json.Unmarshal(settings, &m); err != nil {
-		return ""
-	}
-	s, _ := m[key].(string)
-	return s
-}
-
-// events converts what the fake host recorded into transcript events.
-func events(r *sdktest.Result) []vendorsim.Event {
-	var evs []vendorsim.Event
-	for _, it := range r.Items {
-		if it.Dropped {
-			continue
-		}
-		switch it.Kind {
-		case abi.EmitText:
-			evs = append(evs, vendorsim.Event{Text: it.Text})
-		case abi.EmitProgress:
-			evs = append(evs, vendorsim.Event{Progress: true})
-		case abi.EmitToolCallDelta:
-			evs = append(evs, vendorsim.Event{ToolCallDelta: true})
-		case abi.EmitUsage:
-			evs = append(evs, vendorsim.Event{Usage: it.Usage})
-		}
-	}
-	switch r.Status {
-	case abi.StatusError:
-		evs = append(evs, vendorsim.Event{Error: r.Error})
-	case abi.StatusCancelled:
-		evs = append(evs, vendorsim.Event{Cancelled: true})
-	}
-	return evs
-}
-
-// run is the transcript runner: one adapter call through sdktest.
-func run(t *testing.T, c *simtest.Call) []vendorsim.Event {
-	opts := hostOptions(t, c.Settings)
-	switch c.Turn.Op {
-	case vendorsim.OpInspect:
-		r := sdktest.Inspect(t, provider{}, opts)
-		evs := events(&r.Result)
-		if r.Output != nil {
-			evs = append(evs, vendorsim.Event{Inspect: r.Output})
-		}
-		return evs
-	}
-	r := sdktest.Complete(t, provider{}, c.Turn.Input, opts)
-	evs := events(&r.Result)
-	if r.Output != nil {
-		evs = append(evs, vendorsim.Event{Output: r.Output})
-	}
-	return evs
+	return simtest.ManifestHostOptions(loadManifest(t), settings, testKey)
 }
 
 // TestTranscripts replays testdata/*.txtar: recorded generateContent exchanges
 // based on the Gemini API reference.
 func TestTranscripts(t *testing.T) {
-	simtest.ReplayDir(t, "testdata", simtest.ReplayOptions{Vendor: "gemini", APIKey: testKey, Update: *update, Run: run})
+	simtest.ReplayDir(t, "testdata", simtest.ReplayOptions{Vendor: "gemini", APIKey: testKey, Update: *update, Run: simtest.ManifestRunner(provider{}, loadManifest(t))})
 }
 
 // TestTranscriptsNeverLeak checks that no recorded error or output carries

@@ -22,37 +22,6 @@ import (
 	"adhost/runtime/protocol"
 )
 
-// turnSink records what the wasm runtime streamed.
-type turnSink struct {
-	mu       sync.Mutex
-	text     strings.Builder
-	progress int
-	onProg   func()
-	onText   func()
-}
-
-func (s *turnSink) Text(d string) {
-	s.mu.Lock()
-	s.text.WriteString(d)
-	f := s.onText
-	s.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-func (s *turnSink) Usage(abi.Usage) {}
-func (s *turnSink) Progress() {
-	s.mu.Lock()
-	s.progress++
-	f := s.onProg
-	s.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
-var _ runtime.TurnSink = (*turnSink)(nil)
-
 // loadWasm builds plugins/openai for wasip1 (once per test binary), loads
 // it with its pin, and binds a provider instance to endpoint with the test
 // key as its api_key secret.
@@ -73,13 +42,13 @@ func TestWasm(t *testing.T) {
 	p := loadWasm(t, s.Endpoint())
 
 	t.Run("text", func(t *testing.T) {
-		sink := &turnSink{}
+		sink := &plugintest.Sink{}
 		out, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioText), sink)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Text != "Hello fixture" || sink.text.String() != out.Text || out.Usage != nil {
-			t.Errorf("output %+v, streamed %q", out, sink.text.String())
+		if out.Text != "Hello fixture" || sink.Streamed() != out.Text || out.Usage != nil {
+			t.Errorf("output %+v, streamed %q", out, sink.Streamed())
 		}
 		reqs := s.Requests()
 		if r := reqs[len(reqs)-1]; r.Credential != vendorsim.CredentialOK || r.Header.Get("Authorization") != "REDACTED" {
@@ -90,20 +59,20 @@ func TestWasm(t *testing.T) {
 	t.Run("tools", func(t *testing.T) {
 		in := userTurn(vendorsim.ScenarioTools)
 		in.Tools = []abi.ToolDef{lookupTool}
-		sink := &turnSink{}
+		sink := &plugintest.Sink{}
 		out, err := p.Complete(t.Context(), in, sink)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.ToolCalls) != 1 || string(out.ToolCalls[0].Arguments) != `{"value":7}` || sink.progress == 0 {
-			t.Fatalf("turn 1 %+v, progress %d", out, sink.progress)
+		if len(out.ToolCalls) != 1 || string(out.ToolCalls[0].Arguments) != `{"value":7}` || sink.Progressed() == 0 {
+			t.Fatalf("turn 1 %+v, progress %d", out, sink.Progressed())
 		}
 		call := out.ToolCalls[0]
 		in.Messages = append(in.Messages,
 			abi.Message{Role: abi.RoleAssistant, ToolCalls: []abi.ToolCall{call}},
 			abi.Message{Role: abi.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: `{"receipt":7}`})
 		in.Step = 2
-		out, err = p.Complete(t.Context(), in, &turnSink{})
+		out, err = p.Complete(t.Context(), in, &plugintest.Sink{})
 		if err != nil || out.Text != "tool receipt: 7" {
 			t.Fatalf("turn 2 %+v, %v", out, err)
 		}
@@ -113,12 +82,12 @@ func TestWasm(t *testing.T) {
 		before := s.Cancellations()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		sink := &turnSink{onProg: cancel}
+		sink := &plugintest.Sink{OnProgress: cancel}
 		_, err := p.Complete(ctx, userTurn(vendorsim.ScenarioCancel), sink)
 		if protocol.CodeOf(err) != protocol.CodeCancelled {
 			t.Fatalf("err = %v, want CANCELLED", err)
 		}
-		if sink.progress == 0 {
+		if sink.Progressed() == 0 {
 			t.Error("no progress before the hold")
 		}
 		if err := s.WaitCancelled(t.Context(), before+1); err != nil {
@@ -134,7 +103,7 @@ func TestWasm(t *testing.T) {
 	})
 
 	t.Run("private-error", func(t *testing.T) {
-		_, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioPrivateError), &turnSink{})
+		_, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioPrivateError), &plugintest.Sink{})
 		pe := protocol.AsPublic(err)
 		if pe.Code != protocol.CodeProviderError || strings.Contains(pe.Message, vendorsim.SecretMarker) {
 			t.Fatalf("err = %+v", pe)
@@ -152,7 +121,7 @@ func TestWasmRedirectToOtherOrigin(t *testing.T) {
 	}))
 	t.Cleanup(redirector.Close)
 	p := loadWasm(t, redirector.URL+"/v1/")
-	_, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioText), &turnSink{})
+	_, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioText), &plugintest.Sink{})
 	if protocol.CodeOf(err) != protocol.CodeProviderUnreachable {
 		t.Fatalf("err = %v, want PROVIDER_UNREACHABLE", err)
 	}
@@ -200,7 +169,7 @@ func benchEvents(b *testing.B, chunkJSON string) {
 	in := userTurn("bench")
 	cpu0 := cpuTime()
 	for b.Loop() {
-		if _, err := p.Complete(b.Context(), in, &turnSink{}); err != nil {
+		if _, err := p.Complete(b.Context(), in, &plugintest.Sink{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -236,7 +205,7 @@ func BenchmarkAdapterVsDirect(b *testing.B) {
 		return err
 	}
 	adapter := func(ctx context.Context) error {
-		_, err := p.Complete(ctx, in, &turnSink{})
+		_, err := p.Complete(ctx, in, &plugintest.Sink{})
 		return err
 	}
 	for _, tc := range []struct {
@@ -282,7 +251,7 @@ func TestWasmNoCredential(t *testing.T) {
 	}
 	s := vendorsim.MustNew(t, "openai", vendorsim.Options{APIKey: testKey})
 	p := plugintest.LoadProvider(t, "plugins/openai", pluginID, pluginVersion, s.Endpoint(), "")
-	_, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioText), &turnSink{})
+	_, err := p.Complete(t.Context(), userTurn(vendorsim.ScenarioText), &plugintest.Sink{})
 	if code := protocol.CodeOf(err); code != protocol.CodeAuthRequired {
 		t.Errorf("Complete: code %s (%v), want AUTH_REQUIRED", code, err)
 	}
@@ -307,7 +276,7 @@ func TestWasmNoCredential(t *testing.T) {
 func TestWasmRetryAfter(t *testing.T) {
 	s := vendorsim.MustNew(t, "openai", vendorsim.Options{APIKey: testKey})
 	p := loadWasm(t, s.Endpoint())
-	_, err := p.Complete(t.Context(), userTurn(vendorsim.FaultPrefix+string(vendorsim.FaultRateLimit)), &turnSink{})
+	_, err := p.Complete(t.Context(), userTurn(vendorsim.FaultPrefix+string(vendorsim.FaultRateLimit)), &plugintest.Sink{})
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeRateLimited || pe.RetryAfter != 2*time.Second {
 		t.Fatalf("err = %#v, want RATE_LIMITED with RetryAfter 2s", err)

@@ -1,10 +1,13 @@
 package simtest
 
 import (
+	"encoding/json"
+	"net/url"
 	"testing"
 
 	"adhost/abi"
 	"adhost/internal/vendorsim"
+	"adhost/runtime/manifest"
 	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/sdktest"
 )
@@ -71,4 +74,48 @@ func terminal(r *sdktest.Result, out *abi.CompleteOutput, insp *abi.InspectOutpu
 		return vendorsim.Event{Error: r.Error}
 	}
 	return vendorsim.Event{Cancelled: true}
+}
+
+// ManifestRunner is SDKRunner with the fake host set up from the adapter's
+// manifest m, as the host sets up the wasm build (ManifestHostOptions).
+func ManifestRunner(p sdk.Provider, m *manifest.Manifest) Runner {
+	return func(t *testing.T, c *Call) []vendorsim.Event {
+		t.Helper()
+		opts := ManifestHostOptions(m, c.Settings, c.APIKey)
+		switch c.Turn.Op {
+		case vendorsim.OpInspect:
+			res := sdktest.Inspect(t, p, opts)
+			return append(EventsOf(res.Items), terminal(&res.Result, nil, res.Output))
+		default:
+			res := sdktest.Complete(t, p, c.Turn.Input, opts)
+			return append(EventsOf(res.Items), terminal(&res.Result, res.Output, nil))
+		}
+	}
+}
+
+// ManifestHostOptions are sdktest options for an instance with settings,
+// set up as the host sets up the wasm build from its manifest m: the
+// manifest's static headers, its credential slots filled with key, and as
+// reachable origins the declared ones plus the configured endpoint's (when
+// settings.endpoint passes sdk.CheckEndpoint).
+func ManifestHostOptions(m *manifest.Manifest, settings []byte, key string) sdktest.Options {
+	headers := map[string]string{}
+	for k, v := range m.Network.Headers {
+		headers[k] = v
+	}
+	for _, c := range m.Credentials {
+		headers[c.Header] = c.Prefix + key
+	}
+	origins := append([]string(nil), m.Network.Origins...)
+	var s struct {
+		Endpoint string `json:"endpoint"`
+	}
+	if json.Unmarshal(settings, &s) == nil && s.Endpoint != "" {
+		if ep, err := sdk.CheckEndpoint(s.Endpoint); err == nil {
+			if u, err := url.Parse(ep); err == nil {
+				origins = append(origins, u.Scheme+"://"+u.Host)
+			}
+		}
+	}
+	return sdktest.Options{Config: settings, Headers: headers, Origins: origins}
 }
