@@ -106,16 +106,27 @@ func newEnv(tb testing.TB, o envOptions) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	e := &env{log: logs, x: x, prov: prov}
+	e.url, e.eng, e.srv, e.hc = serveHost(tb, x, providerID, "Fixture", prov, quiet)
+	return e
+}
+
+// serveHost serves provider instance id (prov, bound from x) through an
+// engine and a host.Server on a loopback port, with maxClients tokens
+// (tokenFor) each of its own subject; tb.Cleanup shuts it down and checks
+// the shutdown. It returns the host's URL and a client for it.
+func serveHost(tb testing.TB, x *wasm.Extension, id, name string, prov runtime.Provider, logger *slog.Logger) (string, *runtime.Engine, *host.Server, *http.Client) {
+	tb.Helper()
 	m := x.Manifest()
 	inst := &runtime.ProviderInstance{
-		ID: providerID, Name: "Fixture", Vendor: m.Vendor, AuthMode: m.AuthMode,
+		ID: id, Name: name, Vendor: m.Vendor, AuthMode: m.AuthMode,
 		AccountID: "bench", Models: []string{modelID},
 		Capabilities: m.Capabilities, UsageSource: m.UsageSource, Provider: prov,
 	}
 	eng, err := runtime.New(runtime.Options{
 		Providers: []*runtime.ProviderInstance{inst},
 		HostID:    "bench",
-		Logger:    quiet,
+		Logger:    logger,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -123,9 +134,9 @@ func newEnv(tb testing.TB, o envOptions) *env {
 	tokens := make([]host.Token, maxClients)
 	for i := range tokens {
 		tokens[i] = host.Token{ID: "t" + strconv.Itoa(i), Subject: "subject-" + strconv.Itoa(i),
-			Secret: tokenFor(i), Providers: []string{providerID}}
+			Secret: tokenFor(i), Providers: []string{id}}
 	}
-	srv := host.NewServer(host.ServerOptions{Engine: eng, Tokens: tokens, Logger: quiet})
+	srv := host.NewServer(host.ServerOptions{Engine: eng, Tokens: tokens, Logger: logger})
 	srv.SetReady()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -133,9 +144,9 @@ func newEnv(tb testing.TB, o envOptions) *env {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(context.Background(), ln, nil) }()
-	e := &env{log: logs, url: "http://" + ln.Addr().String(), x: x, prov: prov, eng: eng, srv: srv, hc: newHTTPClient()}
+	hc := newHTTPClient()
 	tb.Cleanup(func() {
-		e.hc.CloseIdleConnections()
+		hc.CloseIdleConnections()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
@@ -145,7 +156,7 @@ func newEnv(tb testing.TB, o envOptions) *env {
 			tb.Errorf("serve: %v", err)
 		}
 	})
-	return e
+	return "http://" + ln.Addr().String(), eng, srv, hc
 }
 
 // fail ends the benchmark with err and the host's warnings.

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
-	"adhost/host"
 	"adhost/internal/testenv"
 	"adhost/internal/vendorsim"
 	"adhost/runtime"
@@ -93,45 +91,8 @@ func newOpenAIEnv(tb testing.TB) *openaiEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m := x.Manifest()
-	inst := &runtime.ProviderInstance{
-		ID: openaiProviderID, Name: "OpenAI simulator", Vendor: m.Vendor, AuthMode: m.AuthMode,
-		AccountID: "bench", Models: []string{modelID},
-		Capabilities: m.Capabilities, UsageSource: m.UsageSource, Provider: prov,
-	}
-	eng, err := runtime.New(runtime.Options{
-		Providers: []*runtime.ProviderInstance{inst},
-		HostID:    "bench",
-		Logger:    quiet,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tokens := make([]host.Token, maxClients)
-	for i := range tokens {
-		tokens[i] = host.Token{ID: "t" + strconv.Itoa(i), Subject: "subject-" + strconv.Itoa(i),
-			Secret: tokenFor(i), Providers: []string{openaiProviderID}}
-	}
-	srv := host.NewServer(host.ServerOptions{Engine: eng, Tokens: tokens, Logger: quiet})
-	srv.SetReady()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(context.Background(), ln, nil) }()
-	e := &openaiEnv{log: logs, sim: sim, url: "http://" + ln.Addr().String(), hc: newHTTPClient()}
-	tb.Cleanup(func() {
-		e.hc.CloseIdleConnections()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			tb.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			tb.Errorf("serve: %v", err)
-		}
-	})
+	e := &openaiEnv{log: logs, sim: sim}
+	e.url, _, _, e.hc = serveHost(tb, x, openaiProviderID, "OpenAI simulator", prov, quiet)
 
 	// The direct request must be the one the adapter sends.
 	if err := e.jsonRun(0); err != nil {
