@@ -10,8 +10,8 @@ import (
 )
 
 // The per-call codec: op inputs decoded with jsonscan and results encoded
-// by hand, without reflection. In a guest under wazero with
-// close-on-context-done, encoding/json's reflection made a trivial turn
+// by hand, without reflection. In a guest under wazero (measured with
+// close-on-context-done), encoding/json's reflection made a trivial turn
 // cost ~200 µs of guest CPU; this path validates the input once and then
 // only slices it. The decoders are given a buffer that belongs to the call
 // (readInput allocates it once per call): strings without escapes and raw

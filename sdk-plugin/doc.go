@@ -24,13 +24,14 @@
 //
 // # Cost on the hot path
 //
-// Guest CPU is expensive (the host runs guests with close-on-context-done,
-// 5–24× slower than native). The per-event path therefore avoids reflection
+// Guest CPU is expensive (Go compiled to wasm, instrumented with the
+// host's checkpoints, runs several times slower than native; under the
+// first host's close-on-context-done it was 5–24×). The per-event path therefore avoids reflection
 // and allocation: EmitText and EmitTextBytes pass the caller's bytes to the
 // host without copying, Response.NextEvent reuses one buffer, and the
 // package jsonscan pulls fields out of event JSON without encoding/json.
-// The op's input and result do not use reflection either (codec.go): under
-// close-on-context-done, encoding/json's decode of a one-message
+// The op's input and result do not use reflection either (codec.go): as
+// measured under close-on-context-done, encoding/json's decode of a one-message
 // CompleteInput alone cost ~115 µs of guest CPU against ~27 µs for
 // jsonscan, and the encode of a small CompleteOutput ~23 µs against ~3 µs.
 // Only OpToolList, once per instance, still uses encoding/json. Buffers

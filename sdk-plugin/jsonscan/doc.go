@@ -13,8 +13,9 @@
 //	}
 //
 // In a sandboxed guest the cost is per byte scanned and per call (a Go
-// guest under wazero with close-on-context-done pays ~45 ns per iteration
-// of a byte loop, ~10× native), so read each event once: Pick takes several
+// guest under wazero paid ~45 ns per iteration of a byte loop with
+// close-on-context-done, ~10× native, and still pays several times native
+// with the host's checkpoints), so read each event once: Pick takes several
 // members of an object in one pass, and Get, Pick and Iter on a Value only
 // skip through bytes validated when the Value was found, never validating
 // them again:
