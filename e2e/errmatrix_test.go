@@ -611,7 +611,18 @@ func (h *heldRun) terminal(t *testing.T) client.Event {
 				return ev
 			}
 		case err := <-h.done:
-			t.Fatalf("stream ended without a terminal event: %v", err)
+			// Stream returned; its callback queued every event before
+			// that, and select may pick done first: drain the queue.
+			for {
+				select {
+				case ev := <-h.events:
+					if ev.Terminal() {
+						return ev
+					}
+				default:
+					t.Fatalf("stream ended without a terminal event: %v", err)
+				}
+			}
 		case <-t.Context().Done():
 			t.Fatal(t.Context().Err())
 		}
