@@ -121,12 +121,19 @@ func build(dir, manifestPath string) (string, error) {
 	return out, nil
 }
 
-// Cleanup removes the build directory. Call it from TestMain after m.Run;
-// without it the OS temp directory keeps the modules.
+// Cleanup removes the build directory and forgets the builds, so that a
+// later BuildPlugin (the next -count round) builds again. Call it from
+// TestMain after m.Run, never while builds run; without it the OS temp
+// directory keeps the modules.
 func Cleanup() {
+	mu.Lock()
+	defer mu.Unlock()
 	if tmpDir != "" {
 		os.RemoveAll(tmpDir)
 	}
+	builds = map[string]*result{}
+	tmpDir, tmpErr = "", nil
+	tmpOnce = sync.Once{}
 }
 
 // RepoRoot returns the repository root (the directory of the adhost go.mod).
