@@ -169,58 +169,30 @@ func decodeCompleteOutput(b []byte, co *abi.CompleteOutput) error {
 // object into the one decoded before.
 func fastCompleteOutput(b []byte, co *abi.CompleteOutput) bool {
 	s := jsonCursor{b: b}
-	if !s.byte('{') {
-		return false
-	}
-	if s.byte('}') {
-		return s.end()
-	}
-	var seen [4]bool
-	for {
-		key, ok := s.plainString()
-		if !ok || !s.byte(':') {
-			return false
-		}
-		var k int
+	return s.object(func(key []byte) int {
 		switch string(key) {
 		case "text":
-			k = 0
-			v, ok := s.plainString()
-			if !ok {
-				return false
+			if v, ok := s.plainString(); ok {
+				co.Text = string(v)
+				return 0
 			}
-			co.Text = string(v)
 		case "finishReason":
-			k = 1
-			v, ok := s.plainString()
-			if !ok {
-				return false
+			if v, ok := s.plainString(); ok {
+				co.FinishReason = string(v)
+				return 1
 			}
-			co.FinishReason = string(v)
 		case "usage":
-			k = 2
-			if !s.usage(co) {
-				return false
+			if s.usage(co) {
+				return 2
 			}
 		case "native":
-			k = 3
-			v, ok := s.container()
-			if !ok {
-				return false
+			if v, ok := s.container(); ok {
+				co.Native = append(json.RawMessage(nil), v...)
+				return 3
 			}
-			co.Native = append(json.RawMessage(nil), v...)
-		default:
-			return false
 		}
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
-		if s.byte(',') {
-			continue
-		}
-		return s.byte('}') && s.end()
-	}
+		return -1
+	}) && s.end()
 }
 
 // jsonCursor is a forward-only reader for fastCompleteOutput.
@@ -248,6 +220,34 @@ func (s *jsonCursor) byte(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// object reads an object whose members member decodes: given a key, it
+// reads the value and returns the member's slot (0–3), or -1 to refuse the
+// key or its value. A repeated slot is refused too: encoding/json merges a
+// repeated object into the one decoded before, which the slow path does.
+func (s *jsonCursor) object(member func(key []byte) int) bool {
+	if !s.byte('{') {
+		return false
+	}
+	if s.byte('}') {
+		return true
+	}
+	var seen [4]bool
+	for {
+		key, ok := s.plainString()
+		if !ok || !s.byte(':') {
+			return false
+		}
+		k := member(key)
+		if k < 0 || seen[k] {
+			return false
+		}
+		seen[k] = true
+		if !s.byte(',') {
+			return s.byte('}')
+		}
+	}
 }
 
 // end reports whether only whitespace is left.
@@ -521,61 +521,34 @@ func decodeHTTPRequest(b []byte, req *startRequest) error {
 
 func fastHTTPRequest(b []byte, req *startRequest) bool {
 	s := jsonCursor{b: b}
-	if !s.byte('{') {
-		return false
-	}
-	if s.byte('}') {
-		return s.end()
-	}
-	var seen [4]bool
-	for {
-		key, ok := s.plainString()
-		if !ok || !s.byte(':') {
-			return false
-		}
-		var k int
+	return s.object(func(key []byte) int {
 		switch string(key) {
 		case "method":
-			k = 0
-			v, ok := s.plainString()
-			if !ok {
-				return false
+			if v, ok := s.plainString(); ok {
+				req.method = internMethod(v)
+				return 0
 			}
-			req.method = internMethod(v)
 		case "url":
-			k = 1
-			v, ok := s.plainString()
-			if !ok {
-				return false
+			if v, ok := s.plainString(); ok {
+				req.url = string(v)
+				return 1
 			}
-			req.url = string(v)
 		case "headers":
-			k = 2
-			if !s.headerObject(req) {
-				return false
+			if s.headerObject(req) {
+				return 2
 			}
 		case "stream":
-			k = 3
 			switch {
 			case s.literal("true"):
 				req.stream = true
+				return 3
 			case s.literal("false"):
 				req.stream = false
-			default:
-				return false
+				return 3
 			}
-		default:
-			return false
 		}
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
-		if s.byte(',') {
-			continue
-		}
-		return s.byte('}') && s.end()
-	}
+		return -1
+	}) && s.end()
 }
 
 // headerObject reads an object of plain string values with distinct names.
