@@ -271,7 +271,12 @@ func cliLoadExtension(ctx context.Context, e config.Extension, cacheDir string, 
 		return nil, err
 	}
 	x, err := wasm.Load(ctx, wasm.Pin{ID: e.ID, Version: e.Version, Path: e.Module, SHA256: e.SHA256},
-		wasm.Options{CacheDir: cacheDir, Logger: log})
+		wasm.Options{
+			CacheDir:        cacheDir,
+			Logger:          log,
+			MaxInstances:    e.MaxInstances,
+			IdleInstanceTTL: time.Duration(e.InstanceIdleMs) * time.Millisecond,
+		})
 	if err != nil {
 		return nil, cliOneLine(err)
 	}

@@ -21,6 +21,11 @@ const (
 	MaxOutputTokens        = 65536
 	DefaultMaxConcurrent   = 32
 	DefaultMaxPerSubject   = 4
+	// MaxConcurrentLimit bounds the concurrent runs an operator may
+	// configure. Each running run can hold a goroutine, an extension
+	// instance (several MiB) and an upstream connection; 10,000 is far
+	// above what one host serves and keeps a typo from promising more.
+	MaxConcurrentLimit = 10000
 
 	maxToolCallsPerStep = 32
 	maxToolOutputBytes  = 1_000_000
@@ -65,7 +70,10 @@ type Options struct {
 	Tools  []*Tool
 	Limits Limits
 	// MaxConcurrent and MaxPerSubject bound running runs (wire-core §8.2).
-	// Zero means the defaults 32 and 4; larger values are lowered to them.
+	// Zero means the defaults 32 and 4. Any other value is honoured as
+	// given: MaxConcurrent in 1..MaxConcurrentLimit, MaxPerSubject in
+	// 1..MaxConcurrent; New refuses a value out of range rather than
+	// changing it.
 	MaxConcurrent, MaxPerSubject int
 	// UsageSink may be nil (no usage records).
 	UsageSink UsageSink
@@ -139,8 +147,10 @@ func New(opts Options) (*Engine, error) {
 		providers:  make(map[string]*ProviderInstance, len(opts.Providers)),
 		tools:      make(map[string]*hostTool, len(opts.Tools)),
 		limits:     opts.Limits,
-		maxRunning: clampDefault(opts.MaxConcurrent, DefaultMaxConcurrent),
-		maxSubject: clampDefault(opts.MaxPerSubject, DefaultMaxPerSubject),
+		// The admission limits are defaults an operator may raise
+		// (wire-extensions §11.1): honoured as given, never lowered.
+		maxRunning: orDefault(opts.MaxConcurrent, DefaultMaxConcurrent),
+		maxSubject: orDefault(opts.MaxPerSubject, DefaultMaxPerSubject),
 		usageSink:  opts.UsageSink,
 		hostID:     opts.HostID,
 		log:        opts.Logger,
@@ -157,6 +167,12 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.Limits.MaxSteps < 0 || opts.Limits.MaxOutputTokens < 0 || opts.Limits.IdleTimeout < 0 {
 		return nil, errors.New("runtime: negative limit")
+	}
+	switch {
+	case e.maxRunning < 1 || e.maxRunning > MaxConcurrentLimit:
+		return nil, fmt.Errorf("runtime: MaxConcurrent %d out of range 1..%d", e.maxRunning, MaxConcurrentLimit)
+	case e.maxSubject < 1 || e.maxSubject > e.maxRunning:
+		return nil, fmt.Errorf("runtime: MaxPerSubject %d out of range 1..%d (MaxConcurrent)", e.maxSubject, e.maxRunning)
 	}
 	for _, p := range opts.Providers {
 		switch {
@@ -193,12 +209,6 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
-func clampDefault(v, def int) int {
-	if v <= 0 || v > def {
-		return def
-	}
-	return v
-}
 
 // features are the /v1/protocol features this engine implements, in the
 // upstream order (wire-core §2.3). Extensions are added here only once they
@@ -247,23 +257,33 @@ func (e *Engine) Start(ctx context.Context, p *Principal, req *protocol.RunReque
 	if err := e.admit(p.Subject); err != nil {
 		return nil, err
 	}
+	rs, err := pl.reserve()
+	if err != nil {
+		e.release(p.Subject)
+		e.runs.Done()
+		return nil, err
+	}
 	// From here the run's context exists and must be cancelled on every
 	// path, or the engine's base context would keep it forever.
 	r := newRun(e, p, req, pl, mode)
+	if len(rs) > 0 {
+		r.reservations = rs
+		r.ctx = WithReservations(r.ctx, rs...)
+	}
 	if e.store != nil {
 		lg, err := e.store.OpenRun(ctx, RunInfo{
 			RunID: r.id, Subject: r.subject, Provider: req.Provider, Model: req.Model, StartedAt: r.startedAt,
 		})
 		if err != nil {
 			r.cancel(errRunFinished)
-			e.release(r.subject)
+			r.releaseSlot()
 			e.runs.Done()
 			return nil, protocol.AsPublic(err)
 		}
 		r.log = lg
 	}
 	if err := r.begin(); err != nil {
-		e.release(r.subject)
+		r.releaseSlot()
 		e.runs.Done()
 		return nil, err
 	}

@@ -30,6 +30,9 @@ type Run struct {
 
 	log      EventLog // nil: not persisted
 	needData bool     // events are encoded (someone reads Data)
+	// reservations are the run's units of capped extensions (Capacity),
+	// taken at admission and released with the admission slot.
+	reservations []Reservation
 
 	// lastActive is the time of the last real progress, as a duration
 	// since startedAt (read by the idle timer).
@@ -96,6 +99,13 @@ func newRun(e *Engine, p *Principal, req *protocol.RunRequest, pl *plan, mode Mo
 	}
 	r.ctx, r.cancel = context.WithCancelCause(e.base)
 	return r
+}
+
+// releaseSlot gives back the run's admission slot and its capacity
+// reservations.
+func (r *Run) releaseSlot() {
+	r.e.release(r.subject)
+	releaseAll(r.reservations)
 }
 
 // ID returns the run id (a lowercase UUID, the events' runId).
@@ -255,7 +265,7 @@ func (r *Run) finish(res *protocol.RunResult, err error) {
 		r.idleTimer.Stop()
 	}
 	r.mu.Unlock()
-	r.e.release(r.subject)
+	r.releaseSlot()
 	r.result, r.err, r.cancelled, r.finishedAt = res, pe, cancelled, now
 	close(r.done)
 }

@@ -3,9 +3,11 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"adhost/abi"
+	"adhost/runtime/protocol"
 )
 
 // The interfaces in this file are the engine's extension seams. The core
@@ -97,4 +99,79 @@ type toolSetExecutor struct{ set ToolSet }
 
 func (t toolSetExecutor) ExecuteTool(ctx context.Context, x *ToolExecution) (json.RawMessage, error) {
 	return t.set.Invoke(ctx, x.Call, x.Progress)
+}
+
+// Capacity is implemented by a Provider or ToolSet whose calls draw on a
+// bounded resource: a wasm extension with an operator cap on its
+// instances. The engine reserves one unit per admitted run for the run's
+// provider and for each distinct tool set the run may call, at admission
+// and before run.started, so that a full resource answers BUSY there and an
+// admitted run never waits on a limit nobody named (DESIGN.md §3). The
+// reservations are attached to the run's context (ReservationsFrom) and
+// released when the run ends.
+type Capacity interface {
+	// Reserve takes one unit, or returns a *protocol.Error (BUSY when the
+	// resource is full).
+	Reserve() (Reservation, error)
+}
+
+// Reservation is one admitted run's unit of a Capacity.
+type Reservation interface {
+	// Release ends the run's claim; it is called once, when the run ends.
+	// Work of the run still in flight may keep the unit until it returns.
+	Release()
+}
+
+type reservationsKey struct{}
+
+// WithReservations returns ctx carrying rs, as the engine's run context
+// does (for executors outside the engine, and tests).
+func WithReservations(ctx context.Context, rs ...Reservation) context.Context {
+	return context.WithValue(ctx, reservationsKey{}, rs)
+}
+
+// ReservationsFrom returns the reservations the engine holds for the run
+// whose context (or a context derived from it) ctx is.
+func ReservationsFrom(ctx context.Context) []Reservation {
+	rs, _ := ctx.Value(reservationsKey{}).([]Reservation)
+	return rs
+}
+
+// reserve takes the run's reservations: its provider's and those of the
+// distinct tool sets of its tools. On a refusal it releases what it took.
+func (pl *plan) reserve() ([]Reservation, error) {
+	var rs []Reservation
+	take := func(v any) error {
+		c, ok := v.(Capacity)
+		if !ok {
+			return nil
+		}
+		r, err := c.Reserve()
+		if err != nil {
+			return err
+		}
+		rs = append(rs, r)
+		return nil
+	}
+	err := take(pl.inst.Provider)
+	for i, t := range pl.tools {
+		if err != nil {
+			break
+		}
+		if slices.ContainsFunc(pl.tools[:i], func(u *hostTool) bool { return u.tool.Set == t.tool.Set }) {
+			continue
+		}
+		err = take(t.tool.Set)
+	}
+	if err != nil {
+		releaseAll(rs)
+		return nil, protocol.AsPublic(err)
+	}
+	return rs, nil
+}
+
+func releaseAll(rs []Reservation) {
+	for _, r := range rs {
+		r.Release()
+	}
 }

@@ -217,11 +217,13 @@ func (r *Run) usageRecord() *UsageRecord {
 	return rec
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
+// orDefault is v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
 		return def
 	}
-	return s
+	return v
 }
 
 // deliverUsage hands the record to the sink with a 2 s bound. The outcome

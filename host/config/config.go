@@ -39,12 +39,14 @@ type Store struct {
 	Path string `toml:"path"`
 }
 
-// Limits is [limits]: host limits that may only lower the protocol maxima
-// (wire-core §8.1).
+// Limits is [limits]. max_steps and max_output_tokens are protocol maxima
+// that may only be lowered (wire-core §8.1); the two concurrency limits are
+// admission defaults an operator may raise or lower (wire-extensions
+// §11.1), honoured exactly as written.
 type Limits struct {
 	MaxSteps                    int   `toml:"max_steps"`                       // 1..64, default 64
 	MaxOutputTokens             int   `toml:"max_output_tokens"`               // 1..65536, default 65536
-	MaxConcurrentRuns           int   `toml:"max_concurrent_runs"`             // 1..32, default 32
+	MaxConcurrentRuns           int   `toml:"max_concurrent_runs"`             // 1..10000, default 32
 	MaxConcurrentRunsPerSubject int   `toml:"max_concurrent_runs_per_subject"` // 1..max_concurrent_runs, default 4
 	IdleTimeoutMs               int64 `toml:"idle_timeout_ms"`                 // 0..2147483647, 0 = none
 }
@@ -67,6 +69,19 @@ type Extension struct {
 	// SHA256 is the lowercase hex digest of the whole module file, which
 	// includes the embedded manifest.
 	SHA256 string `toml:"sha256"`
+
+	// MaxInstances caps the extension's live instances; 0 (the default)
+	// is no cap: the pool grows to what admission allows. A cap is taken
+	// at admission, one instance per run that may call the extension, so
+	// a run over it is BUSY before run.started (DESIGN.md §3).
+	MaxInstances int `toml:"max_instances"`
+	// InstanceIdleMs is how long an idle instance above the manifest's
+	// poolSize (the warm count) is kept before it is closed; 0: 30000.
+	InstanceIdleMs int64 `toml:"instance_idle_ms"`
+	// TurnTimeoutMs bounds the wall-clock time of one call into the
+	// extension (one model turn or tool call); 0 (the default): none, as
+	// the protocol has no default run deadline.
+	TurnTimeoutMs int64 `toml:"turn_timeout_ms"`
 }
 
 // Ref is the "id@version" reference providers and tools use.
@@ -151,8 +166,11 @@ const (
 	DefaultStorePath        = "data"
 	MaxSteps                = 64
 	MaxOutputTokens         = 65536
-	MaxConcurrentRuns       = 32
+	DefaultConcurrentRuns   = 32
+	MaxConcurrentRuns       = 10000 // runtime.MaxConcurrentLimit
 	DefaultPerSubject       = 4
+	MaxInstances            = 10000
+	MaxInstanceIdleMs int64 = 86_400_000
 	MaxIdleTimeoutMs  int64 = 2147483647
 )
 
@@ -163,7 +181,7 @@ func defaults() File {
 		Limits: Limits{
 			MaxSteps:                    MaxSteps,
 			MaxOutputTokens:             MaxOutputTokens,
-			MaxConcurrentRuns:           MaxConcurrentRuns,
+			MaxConcurrentRuns:           DefaultConcurrentRuns,
 			MaxConcurrentRunsPerSubject: DefaultPerSubject,
 		},
 	}

@@ -108,15 +108,17 @@ func checkOrigin(o string) error {
 
 func (f *File) validateLimits(p *problems) {
 	l := f.Limits
-	between := func(key string, v, lo, hi int) {
+	between := func(key string, v, lo, hi int, why string) {
 		if v < lo || v > hi {
-			p.add("limits."+key, "%d out of range %d..%d (host limits may only lower the protocol maxima)", v, lo, hi)
+			p.add("limits."+key, "%d out of range %d..%d (%s)", v, lo, hi, why)
 		}
 	}
-	between("max_steps", l.MaxSteps, 1, MaxSteps)
-	between("max_output_tokens", l.MaxOutputTokens, 1, MaxOutputTokens)
-	between("max_concurrent_runs", l.MaxConcurrentRuns, 1, MaxConcurrentRuns)
-	between("max_concurrent_runs_per_subject", l.MaxConcurrentRunsPerSubject, 1, max(1, l.MaxConcurrentRuns))
+	const maxima = "host limits may only lower the protocol maxima"
+	between("max_steps", l.MaxSteps, 1, MaxSteps, maxima)
+	between("max_output_tokens", l.MaxOutputTokens, 1, MaxOutputTokens, maxima)
+	between("max_concurrent_runs", l.MaxConcurrentRuns, 1, MaxConcurrentRuns, "the host's bound on concurrent runs")
+	between("max_concurrent_runs_per_subject", l.MaxConcurrentRunsPerSubject, 1, max(1, l.MaxConcurrentRuns),
+		"at most limits.max_concurrent_runs")
 	if l.IdleTimeoutMs < 0 || l.IdleTimeoutMs > MaxIdleTimeoutMs {
 		p.add("limits.idle_timeout_ms", "%d out of range 0..%d", l.IdleTimeoutMs, MaxIdleTimeoutMs)
 	}
@@ -142,6 +144,15 @@ func (f *File) validateExtensions(p *problems) {
 		if !sha256Pattern.MatchString(e.SHA256) {
 			p.add(key+".sha256", "%q is not 64 lowercase hex digits (pin it with `adhost plugins pin %s %s --write`)",
 				e.SHA256, e.Ref(), e.Module)
+		}
+		if e.MaxInstances < 0 || e.MaxInstances > MaxInstances {
+			p.add(key+".max_instances", "%d out of range 0..%d (0 = no cap)", e.MaxInstances, MaxInstances)
+		}
+		if e.InstanceIdleMs < 0 || e.InstanceIdleMs > MaxInstanceIdleMs {
+			p.add(key+".instance_idle_ms", "%d out of range 0..%d (0 = 30000)", e.InstanceIdleMs, MaxInstanceIdleMs)
+		}
+		if e.TurnTimeoutMs < 0 || e.TurnTimeoutMs > MaxIdleTimeoutMs {
+			p.add(key+".turn_timeout_ms", "%d out of range 0..%d (0 = none)", e.TurnTimeoutMs, MaxIdleTimeoutMs)
 		}
 	}
 }

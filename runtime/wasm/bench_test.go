@@ -75,12 +75,12 @@ func BenchmarkAcquire(b *testing.B) {
 	var lat []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		inst, err := x.pool.acquire(b.Context())
+		inst, l, err := x.pool.acquire(b.Context())
 		lat = append(lat, time.Since(t0))
 		if err != nil {
 			b.Fatal(err)
 		}
-		x.pool.release(b.Context(), inst, false)
+		x.pool.release(b.Context(), inst, l, false)
 	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns/acquire")
@@ -139,11 +139,11 @@ func BenchmarkDeltas(b *testing.B) {
 func BenchmarkEmit(b *testing.B) {
 	x := benchLoad(b, Options{Cache: sharedCache})
 	defer x.Close(context.Background())
-	inst, err := x.pool.acquire(b.Context())
+	inst, l, err := x.pool.acquire(b.Context())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer x.pool.release(b.Context(), inst, false)
+	defer x.pool.release(b.Context(), inst, l, false)
 	cs := &callState{x: x, inst: inst, op: abi.OpComplete, sink: nopSink{}, parent: b.Context(), ctx: b.Context()}
 	ctx := context.WithValue(b.Context(), callKey{}, cs)
 	inst.mem.Write(0, []byte("hello"))
@@ -167,7 +167,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 		goruntime.ReadMemStats(&before)
 		var insts []*instance
 		for range 8 {
-			inst, err := x.pool.acquire(b.Context())
+			inst, _, err := x.pool.acquire(b.Context()) // no cap: no lease
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 			linear += uint64(inst.mem.Size())
 		}
 		for _, inst := range insts {
-			x.pool.release(b.Context(), inst, false)
+			x.pool.release(b.Context(), inst, lease{}, false)
 		}
 		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/7/(1<<20), "host-MiB/instance")
 		b.ReportMetric(float64(linear)/8/(1<<20), "linear-MiB/instance")

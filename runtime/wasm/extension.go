@@ -58,6 +58,14 @@ type Options struct {
 	MemoryMiB    int
 	ComputeLimit time.Duration
 	PoolSize     int
+	// MaxInstances caps the extension's live instances (host.toml
+	// max_instances); zero: no cap, the pool grows to what admission
+	// allows. A cap is enforced at admission through Reserve, never as a
+	// wait of an admitted run (DESIGN.md §3).
+	MaxInstances int
+	// IdleInstanceTTL is how long an idle instance above the warm count
+	// (PoolSize) is kept; zero: DefaultIdleInstanceTTL.
+	IdleInstanceTTL time.Duration
 	// HighWaterMiB is the linear-memory size past which an instance is
 	// discarded after its call instead of being reused (wasm memory never
 	// shrinks). Zero: the instance's start size + 16 MiB, at most the cap.
@@ -252,7 +260,7 @@ func load(ctx context.Context, pin Pin, opts Options) (_ *Extension, err error) 
 	if err := x.instantiateHost(ctx); err != nil {
 		return nil, fmt.Errorf("%w: host module: %v", ErrInstantiate, err)
 	}
-	x.pool = newPool(x, poolSize)
+	x.pool = newPool(x, poolSize, opts.MaxInstances, opts.IdleInstanceTTL)
 	inst, err := x.newInstance(ctx)
 	if err != nil {
 		return nil, err

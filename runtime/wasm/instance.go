@@ -207,11 +207,6 @@ func (inst *instance) close(ctx context.Context) {
 	_ = inst.mod.Close(ctx)
 }
 
-// release returns the instance to its pool, or discards it.
-func (inst *instance) release(ctx context.Context, discard bool) {
-	inst.x.pool.release(ctx, inst, discard)
-}
-
 // callResult is the raw outcome of one guest call.
 type callResult struct {
 	status    abi.Status

@@ -2,62 +2,177 @@ package wasm
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
+
+	"adhost/runtime"
+	"adhost/runtime/protocol"
 )
 
-// pool bounds the instances of one extension. A token in sem is held for
-// each call in flight; idle instances are kept warm and reused.
-type pool struct {
-	x    *Extension
-	sem  chan struct{}
-	base context.Context // background refills; done once the pool is closed
-	stop context.CancelFunc
+// ErrBusy is returned by a call on an extension whose operator cap on
+// instances is reached by the calls of other runs. Runs admitted by the
+// engine never see it: their instance is reserved at admission
+// (Reserve), which is where a full extension answers BUSY.
+var ErrBusy = errors.New("extension at its instance cap")
 
-	mu     sync.Mutex
-	idle   []*instance
-	live   int // idle + in use + being created
-	closed bool
-	wg     sync.WaitGroup
+// DefaultIdleInstanceTTL is how long an idle instance above the warm count
+// is kept before it is closed.
+const DefaultIdleInstanceTTL = 30 * time.Second
+
+// pool holds the instances of one extension.
+//
+// It is never a hidden concurrency limit (DESIGN.md §3): without an
+// operator cap it creates an instance whenever none is idle, so a call
+// waits for nothing but instantiation. The manifest's poolSize is the warm
+// count: idle instances above it are closed once they have been idle for
+// the idle period, so the memory of a burst comes back.
+//
+// With a cap (host.toml max_instances) every unit of it is handed out at
+// admission: the engine reserves one instance per admitted run for its
+// provider and for each tool extension it may call (Reserve), before
+// run.started, and refuses the run with BUSY when the cap is taken. The
+// calls of a run then never wait for another run. Parallel calls of one run
+// (tool calls of a step) use free units of the cap when there are any and
+// otherwise take turns on the run's own reserved instance. A call that
+// holds no reservation (discovery probes, qualification, direct use of the
+// Provider) takes a free unit for its duration or fails at once with
+// ErrBusy.
+type pool struct {
+	x       *Extension
+	warm    int           // idle instances kept warm (poolSize)
+	max     int           // operator cap on live instances; 0: none
+	idleTTL time.Duration // an idle instance above warm lives this long
+	base    context.Context
+	stop    context.CancelFunc
+
+	mu       sync.Mutex
+	idle     []idleInstance // oldest first; acquire takes the newest
+	live     int            // idle + in use + being created
+	inUse    int
+	reserved int // units of max held by reservations and unreserved calls
+	closed   bool
+	drained  chan struct{} // closed once closed and inUse == 0
+	reaping  bool          // a reap is scheduled
+	wg       sync.WaitGroup
 }
 
-func newPool(x *Extension, size int) *pool {
+type idleInstance struct {
+	inst  *instance
+	since time.Time
+}
+
+func newPool(x *Extension, warm, max int, idleTTL time.Duration) *pool {
 	base, stop := context.WithCancel(context.Background())
-	return &pool{x: x, sem: make(chan struct{}, size), base: base, stop: stop}
+	if max > 0 {
+		warm = min(warm, max)
+	}
+	if idleTTL <= 0 {
+		idleTTL = DefaultIdleInstanceTTL
+	}
+	return &pool{x: x, warm: warm, max: max, idleTTL: idleTTL, base: base, stop: stop}
 }
 
 // put adds a fresh instance created outside acquire (at Load).
 func (p *pool) put(inst *instance) {
 	p.mu.Lock()
 	p.live++
-	p.idle = append(p.idle, inst)
+	p.idle = append(p.idle, idleInstance{inst, time.Now()})
 	p.mu.Unlock()
 }
 
-// acquire returns an idle instance, or creates one when fewer than the cap
-// exist, or waits for one respecting ctx.
-func (p *pool) acquire(ctx context.Context) (*instance, error) {
-	select {
-	case p.sem <- struct{}{}:
-	default:
-		select {
-		case p.sem <- struct{}{}:
-		case <-p.base.Done():
-			return nil, ErrClosed
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+// reservation is one admitted run's unit of a capped pool.
+type reservation struct {
+	p *pool
+	// Guarded by p.mu.
+	held     bool          // a call of the run uses the unit
+	released bool          // the run has ended
+	wake     chan struct{} // signalled when the unit is free again
+}
+
+// Release ends the run's claim. A call of the run still holding the unit
+// (one the engine stopped waiting for) keeps it until it returns, so the
+// cap holds for instances, not only for runs.
+func (r *reservation) Release() {
+	p := r.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.released {
+		return
+	}
+	r.released = true
+	if !r.held {
+		p.reserved--
+	}
+}
+
+// unlimited is the reservation of a pool without a cap: there is nothing
+// to hold.
+type unlimited struct{}
+
+func (unlimited) Release() {}
+
+// reserve takes one unit of the cap for an admitted run.
+func (p *pool) reserve() (runtime.Reservation, error) {
+	if p.max == 0 {
+		return unlimited{}, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed:
+		return nil, ErrClosed
+	case p.reserved >= p.max:
+		return nil, ErrBusy
+	}
+	p.reserved++
+	return &reservation{p: p, wake: make(chan struct{}, 1)}, nil
+}
+
+// lease is how an acquired instance counts against the cap; acquire
+// returns it and release gives it back. The zero lease is that of a pool
+// without a cap.
+type lease struct {
+	own   *reservation // the run's reserved unit
+	spare bool         // a free unit taken for this call only
+}
+
+// reservationOf finds the caller's reservation on p among those the
+// engine attached to the run's context.
+func (p *pool) reservationOf(ctx context.Context) *reservation {
+	for _, r := range runtime.ReservationsFrom(ctx) {
+		if r, ok := r.(*reservation); ok && r.p == p {
+			return r
+		}
+	}
+	return nil
+}
+
+// acquire returns an idle instance or creates one. It waits only in one
+// case: a capped pool whose free units are all taken, for a call of a run
+// whose own reserved instance is busy with another call of the same run.
+func (p *pool) acquire(ctx context.Context) (*instance, lease, error) {
+	var l lease
+	if p.max > 0 {
+		var err error
+		if l, err = p.take(ctx); err != nil {
+			return nil, lease{}, err
 		}
 	}
 	p.mu.Lock()
 	if p.closed {
+		p.giveBackLocked(l)
 		p.mu.Unlock()
-		<-p.sem
-		return nil, ErrClosed
+		return nil, lease{}, ErrClosed
 	}
+	p.inUse++
 	if n := len(p.idle); n > 0 {
-		inst := p.idle[n-1]
+		inst := p.idle[n-1].inst
+		p.idle[n-1] = idleInstance{}
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		return inst, nil
+		return inst, l, nil
 	}
 	p.live++
 	p.mu.Unlock()
@@ -65,35 +180,139 @@ func (p *pool) acquire(ctx context.Context) (*instance, error) {
 	if err != nil {
 		p.mu.Lock()
 		p.live--
+		p.inUse--
+		p.giveBackLocked(l)
+		p.signalDrainedLocked()
 		p.mu.Unlock()
-		<-p.sem
-		return nil, err
+		return nil, lease{}, err
 	}
-	return inst, nil
+	return inst, l, nil
+}
+
+// take claims a unit of the cap for one call.
+func (p *pool) take(ctx context.Context) (lease, error) {
+	r := p.reservationOf(ctx)
+	for {
+		p.mu.Lock()
+		switch {
+		case p.closed:
+			p.mu.Unlock()
+			return lease{}, ErrClosed
+		case r != nil && !r.held && !r.released:
+			r.held = true
+			p.mu.Unlock()
+			return lease{own: r}, nil
+		case p.reserved < p.max:
+			p.reserved++
+			p.mu.Unlock()
+			return lease{spare: true}, nil
+		case r == nil || r.released:
+			p.mu.Unlock()
+			return lease{}, ErrBusy
+		}
+		p.mu.Unlock()
+		// Another call of the same run holds its unit: take turns.
+		select {
+		case <-r.wake:
+		case <-ctx.Done():
+			return lease{}, context.Cause(ctx)
+		case <-p.base.Done():
+			return lease{}, ErrClosed
+		}
+	}
+}
+
+// giveBackLocked returns the unit of a lease.
+func (p *pool) giveBackLocked(l lease) {
+	switch {
+	case l.spare:
+		p.reserved--
+	case l.own != nil:
+		r := l.own
+		r.held = false
+		if r.released {
+			p.reserved--
+			return
+		}
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *pool) signalDrainedLocked() {
+	if p.closed && p.inUse == 0 && p.drained != nil {
+		close(p.drained)
+		p.drained = nil
+	}
 }
 
 // release returns inst to the idle list or discards it; after a discard it
 // starts a background refill when no idle instance is left, so the next
 // call does not pay for instantiation.
-func (p *pool) release(ctx context.Context, inst *instance, discard bool) {
+func (p *pool) release(ctx context.Context, inst *instance, l lease, discard bool) {
 	p.mu.Lock()
+	p.inUse--
+	p.giveBackLocked(l)
 	if !discard && !p.closed {
-		p.idle = append(p.idle, inst)
+		p.idle = append(p.idle, idleInstance{inst, time.Now()})
+		reap := len(p.idle) > p.warm && !p.reaping
+		if reap {
+			p.reaping = true
+		}
 		p.mu.Unlock()
-		<-p.sem
+		if reap {
+			time.AfterFunc(p.idleTTL, p.reap)
+		}
 		return
 	}
 	p.live--
-	refill := !p.closed && len(p.idle) == 0 && p.live < cap(p.sem)
+	refill := !p.closed && len(p.idle) == 0 && p.warm > 0 && (p.max == 0 || p.live < p.max)
 	if refill {
 		p.live++
 		p.wg.Add(1)
 	}
+	p.signalDrainedLocked()
 	p.mu.Unlock()
 	inst.close(context.WithoutCancel(ctx))
-	<-p.sem
 	if refill {
 		go p.refill()
+	}
+}
+
+// reap closes the idle instances above the warm count that have been idle
+// for the idle period, oldest first, and schedules itself again while
+// there are more than the warm count.
+func (p *pool) reap() {
+	now := time.Now()
+	var old []*instance
+	p.mu.Lock()
+	if p.closed {
+		p.reaping = false
+		p.mu.Unlock()
+		return
+	}
+	n := 0 // instances to close: the oldest ones, past the TTL, above warm
+	for n < len(p.idle)-p.warm && now.Sub(p.idle[n].since) >= p.idleTTL {
+		old = append(old, p.idle[n].inst)
+		n++
+	}
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	clear(p.idle[len(p.idle):cap(p.idle)])
+	p.live -= n
+	var next time.Duration
+	if len(p.idle) > p.warm {
+		next = max(p.idleTTL-now.Sub(p.idle[0].since), time.Millisecond)
+	} else {
+		p.reaping = false
+	}
+	p.mu.Unlock()
+	for _, inst := range old {
+		inst.close(context.Background())
+	}
+	if next > 0 {
+		time.AfterFunc(next, p.reap)
 	}
 }
 
@@ -114,7 +333,7 @@ func (p *pool) refill() {
 		inst.close(context.Background())
 		return
 	}
-	p.idle = append(p.idle, inst)
+	p.idle = append(p.idle, idleInstance{inst, time.Now()})
 }
 
 // close refuses new calls, waits (up to ctx) for calls in flight and for
@@ -126,13 +345,18 @@ func (p *pool) close(ctx context.Context) {
 	idle := p.idle
 	p.idle = nil
 	p.live -= len(idle)
-	p.mu.Unlock()
-	for _, inst := range idle {
-		inst.close(ctx)
+	var drained chan struct{}
+	if p.inUse > 0 {
+		drained = make(chan struct{})
+		p.drained = drained
 	}
-	for range cap(p.sem) {
+	p.mu.Unlock()
+	for _, it := range idle {
+		it.inst.close(ctx)
+	}
+	if drained != nil {
 		select {
-		case p.sem <- struct{}{}:
+		case <-drained:
 		case <-ctx.Done():
 			return
 		}
@@ -140,15 +364,47 @@ func (p *pool) close(ctx context.Context) {
 	p.wg.Wait()
 }
 
-// Stats is a snapshot of an extension's pool.
+// Stats is a snapshot of an extension's instances.
 type Stats struct {
-	Idle, Live, InUse, Cap int
+	// Idle instances are warm and unused; Live counts idle, in use and
+	// being created; InUse are serving a call.
+	Idle, Live, InUse int
+	// Warm is the number of idle instances kept (the manifest's poolSize,
+	// at most Cap); idle instances above it are closed after IdleTTL.
+	Warm int
+	// Cap is the operator's cap on live instances; 0 means none.
+	Cap int
+	// Reserved are the units of Cap held by admitted runs and calls.
+	Reserved int
+	IdleTTL  time.Duration
 }
 
-// Stats reports the pool's state (for status pages and tests).
+// Stats reports the pool's state (for the status endpoint and tests).
 func (x *Extension) Stats() Stats {
 	p := x.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Idle: len(p.idle), Live: p.live, InUse: len(p.sem), Cap: cap(p.sem)}
+	return Stats{
+		Idle: len(p.idle), Live: p.live, InUse: p.inUse, Warm: p.warm,
+		Cap: p.max, Reserved: p.reserved, IdleTTL: p.idleTTL,
+	}
 }
+
+// Reserve takes one instance of the extension's operator cap for an
+// admitted run (runtime.Capacity). Without a cap it always succeeds and
+// holds nothing. A full cap is BUSY (wire-core §8.2), a closing extension
+// PROVIDER_EXTENSION_UNAVAILABLE.
+func (x *Extension) Reserve() (runtime.Reservation, error) {
+	r, err := x.pool.reserve()
+	switch {
+	case errors.Is(err, ErrBusy):
+		return nil, protocol.Wrap(protocol.CodeBusy, fmt.Errorf("extension %s: %w", x.pin, err))
+	case err != nil:
+		return nil, protocol.Wrap(protocol.CodeProviderExtensionUnavail, fmt.Errorf("extension %s: %w", x.pin, err))
+	}
+	return r, nil
+}
+
+// Reserve makes a bound provider or tool set a runtime.Capacity: its runs
+// reserve an instance of the extension it is bound to.
+func (b *binding) Reserve() (runtime.Reservation, error) { return b.x.Reserve() }

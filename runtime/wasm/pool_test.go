@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"adhost/runtime"
 	"adhost/runtime/protocol"
 )
 
@@ -13,15 +14,15 @@ func TestPoolRecycle(t *testing.T) {
 	// No watchdog here: growing memory is slow under -race on a busy machine.
 	e := loadProvider(t, Options{PoolSize: 2, ComputeLimit: time.Hour})
 	p := newProvider(t, e, InstanceConfig{})
-	if s := e.x.Stats(); s.Idle != 1 || s.Live != 1 || s.Cap != 2 {
+	if s := e.x.Stats(); s.Idle != 1 || s.Live != 1 || s.Warm != 2 {
 		t.Fatalf("after Load: %+v", s)
 	}
-	first := e.x.pool.idle[0]
+	first := e.x.pool.idle[0].inst
 	start := first.mem.Size()
 	if _, err := p.Complete(t.Context(), input("stream:a"), &sink{}); err != nil {
 		t.Fatal(err)
 	}
-	if s := e.x.Stats(); s.Idle != 1 || s.Live != 1 || e.x.pool.idle[0] != first {
+	if s := e.x.Stats(); s.Idle != 1 || s.Live != 1 || e.x.pool.idle[0].inst != first {
 		t.Fatalf("a good call did not recycle its instance: %+v", s)
 	}
 	// A trap discards the instance; a warm one replaces it in the background.
@@ -29,7 +30,7 @@ func TestPoolRecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.x.pool.wg.Wait()
-	if s := e.x.Stats(); s.Idle != 1 || s.Live != 1 || e.x.pool.idle[0] == first {
+	if s := e.x.Stats(); s.Idle != 1 || s.Live != 1 || e.x.pool.idle[0].inst == first {
 		t.Fatalf("after a trap: %+v", s)
 	}
 	// Growing past the high-water mark discards; memory is back to the
@@ -41,58 +42,163 @@ func TestPoolRecycle(t *testing.T) {
 	if s := e.x.Stats(); s.Idle != 1 || s.Live != 1 {
 		t.Fatalf("after growth: %+v", s)
 	}
-	if got := e.x.pool.idle[0].mem.Size(); got != start {
+	if got := e.x.pool.idle[0].inst.mem.Size(); got != start {
 		t.Errorf("memory after recycling = %d, want start size %d", got, start)
 	}
 }
 
-func TestPoolConcurrent(t *testing.T) {
-	e := loadProvider(t, Options{PoolSize: 3})
-	p := newProvider(t, e, InstanceConfig{})
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			for range 5 {
-				s := &sink{}
-				out, err := p.Complete(t.Context(), input("stream:hi"), s)
-				if err != nil || out.Text != "hi" || s.text() != "hi" {
-					t.Errorf("worker %d: %v %+v", i, err, out)
-					return
-				}
-				if st := e.x.Stats(); st.Live > 3 {
-					t.Errorf("live instances %d > cap 3", st.Live)
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// TestPoolWaitRespectsContext: with every instance busy, a caller waits
-// until its context ends.
-func TestPoolWaitRespectsContext(t *testing.T) {
-	e := loadProvider(t, Options{PoolSize: 1})
-	p := newProvider(t, e, InstanceConfig{})
-	busy, release := make(chan struct{}), make(chan struct{})
-	ctx1, cancel1 := context.WithCancel(t.Context())
-	done := make(chan error, 1)
+// hold starts a call that blocks in the guest until its context ends and
+// returns once the guest is inside it; the returned stop ends it and
+// returns the call's error.
+func hold(t *testing.T, p runtime.Provider, ctx context.Context) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	busy, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, err := p.Complete(ctx1, input("wait-cancel"), &sink{onProgress: func() { close(busy) }})
+		var once sync.Once
+		_, err := p.Complete(ctx, input("wait-cancel"), &sink{onProgress: func() { once.Do(func() { close(busy) }) }})
 		done <- err
 	}()
-	<-busy
-	go func() { <-release; cancel1() }()
-	ctx2, cancel2 := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel2()
-	_, err := p.Complete(ctx2, input("stream:x"), &sink{})
-	if protocol.CodeOf(err) != protocol.CodeCancelled {
-		t.Errorf("waiting caller: %v, want CANCELLED", err)
+	select {
+	case <-busy:
+	case err := <-done:
+		cancel()
+		t.Fatalf("held call ended early: %v", err)
 	}
-	close(release)
-	if err := <-done; protocol.CodeOf(err) != protocol.CodeCancelled {
-		t.Errorf("busy caller: %v", err)
+	return func() error { cancel(); return <-done }
+}
+
+// TestPoolGrowsOnDemand: poolSize is the warm count, not a limit. With
+// more calls held than poolSize another call still runs at once; once they
+// end, the idle instances above poolSize are closed after the idle period.
+func TestPoolGrowsOnDemand(t *testing.T) {
+	const ttl = 100 * time.Millisecond
+	e := loadProvider(t, Options{PoolSize: 1, IdleInstanceTTL: ttl})
+	p := newProvider(t, e, InstanceConfig{})
+	var stops []func() error
+	for range 3 {
+		stops = append(stops, hold(t, p, t.Context()))
 	}
-	if out, err := p.Complete(t.Context(), input("stream:y"), &sink{}); err != nil || out.Text != "y" {
-		t.Errorf("after: %v", err)
+	// A fourth caller does not wait for any of them.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if out, err := p.Complete(ctx, input("stream:free"), &sink{}); err != nil || out.Text != "free" {
+		t.Fatalf("call beside three held ones: %v", err)
+	}
+	if s := e.x.Stats(); s.InUse != 3 || s.Live != 4 || s.Cap != 0 || s.Warm != 1 {
+		t.Fatalf("with three held: %+v", s)
+	}
+	for _, stop := range stops {
+		if err := stop(); protocol.CodeOf(err) != protocol.CodeCancelled {
+			t.Fatalf("held call: %v", err)
+		}
+	}
+	e.x.pool.wg.Wait() // refills after the cancelled calls' discards
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := e.x.Stats()
+		if s.Idle == 1 && s.Live == 1 && s.InUse == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle instances not reaped back to poolSize: %+v", s)
+		}
+		time.Sleep(ttl / 4)
+	}
+}
+
+// TestPoolCapAtAdmission: with an operator cap every unit is handed out by
+// Reserve; a full cap refuses the next reservation (BUSY) and an
+// unreserved call fails at once instead of waiting.
+func TestPoolCapAtAdmission(t *testing.T) {
+	e := loadProvider(t, Options{PoolSize: 1, MaxInstances: 2})
+	p := newProvider(t, e, InstanceConfig{})
+	c, ok := p.(runtime.Capacity)
+	if !ok {
+		t.Fatal("a wasm provider is not a runtime.Capacity")
+	}
+	r1, err := c.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reserve(); protocol.CodeOf(err) != protocol.CodeBusy {
+		t.Fatalf("third reservation of a cap of 2: %v, want BUSY", err)
+	}
+	if _, err := p.Complete(t.Context(), input("stream:x"), &sink{}); protocol.CodeOf(err) != protocol.CodeBusy {
+		t.Fatalf("unreserved call at a full cap: %v, want BUSY", err)
+	}
+	ctx1 := runtime.WithReservations(t.Context(), r1)
+	ctx2 := runtime.WithReservations(t.Context(), r2)
+	stop1 := hold(t, p, ctx1)
+	// The other run's reserved instance is free for it.
+	if out, err := p.Complete(ctx2, input("stream:two"), &sink{}); err != nil || out.Text != "two" {
+		t.Fatalf("second run: %v", err)
+	}
+	// A second call of run 1 finds no spare unit and takes turns on its
+	// own instance: it runs once the first call ends.
+	got := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(ctx1, input("stream:later"), &sink{})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("second call of run 1 did not wait for its first: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := stop1(); protocol.CodeOf(err) != protocol.CodeCancelled {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("second call of run 1: %v", err)
+	}
+	if s := e.x.Stats(); s.Live > 2 || s.Reserved != 2 {
+		t.Fatalf("stats: %+v", s)
+	}
+	// Releasing while a call is in flight keeps the unit until it returns.
+	stop2 := hold(t, p, ctx2)
+	r2.Release()
+	if _, err := c.Reserve(); protocol.CodeOf(err) != protocol.CodeBusy {
+		t.Fatalf("reservation while a released run's call still runs: %v, want BUSY", err)
+	}
+	if err := stop2(); protocol.CodeOf(err) != protocol.CodeCancelled {
+		t.Fatal(err)
+	}
+	r3, err := c.Reserve()
+	if err != nil {
+		t.Fatalf("after the call returned: %v", err)
+	}
+	r1.Release()
+	r3.Release()
+	if s := e.x.Stats(); s.Reserved != 0 || s.Live > 2 {
+		t.Fatalf("after release: %+v", s)
+	}
+}
+
+// TestPoolSpareUnits: parallel calls of one run use free units of the cap.
+func TestPoolSpareUnits(t *testing.T) {
+	e := loadProvider(t, Options{PoolSize: 1, MaxInstances: 3})
+	p := newProvider(t, e, InstanceConfig{})
+	r, err := p.(runtime.Capacity).Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	ctx := runtime.WithReservations(t.Context(), r)
+	stops := []func() error{hold(t, p, ctx), hold(t, p, ctx), hold(t, p, ctx)}
+	if s := e.x.Stats(); s.InUse != 3 || s.Reserved != 3 {
+		t.Fatalf("three calls of one run on a cap of 3: %+v", s)
+	}
+	for _, stop := range stops {
+		if err := stop(); protocol.CodeOf(err) != protocol.CodeCancelled {
+			t.Fatal(err)
+		}
+	}
+	if s := e.x.Stats(); s.Reserved != 1 {
+		t.Fatalf("spare units not given back: %+v", s)
 	}
 }

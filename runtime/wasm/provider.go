@@ -112,12 +112,12 @@ func (b *binding) call(ctx context.Context, cs *callState, invalid protocol.Code
 	if ctx.Err() != nil {
 		return nil, protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
 	}
-	inst, err := x.pool.acquire(ctx)
+	inst, l, err := x.pool.acquire(ctx)
 	if err != nil {
 		return nil, b.acquireFailed(ctx, cs, err)
 	}
 	res := x.invoke(ctx, inst, cs)
-	inst.release(ctx, res.discard)
+	x.pool.release(ctx, inst, l, res.discard)
 	if !res.cancelled && !res.watchdog && res.err == nil && cs.violation == "" && res.status == abi.StatusOK {
 		return res.output, nil
 	}
@@ -132,6 +132,10 @@ func (b *binding) acquireFailed(ctx context.Context, cs *callState, err error) e
 		return protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
 	case errors.Is(err, ErrClosed):
 		return protocol.Wrap(protocol.CodeProviderExtensionUnavail, fmt.Errorf("extension %s: %w", x.pin, err))
+	case errors.Is(err, ErrBusy):
+		// Only a call without an admission reservation (a discovery
+		// probe, a direct caller) can meet a full cap.
+		return protocol.Wrap(protocol.CodeBusy, fmt.Errorf("extension %s: %w", x.pin, err))
 	}
 	x.log.Error("extension instance unavailable", "instance", b.id, "op", cs.op.String(), "err", err)
 	return protocol.Wrap(protocol.CodeInternalError, fmt.Errorf("extension %s: %w", x.pin, err))
