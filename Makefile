@@ -10,7 +10,7 @@ PLUGINS  := $(sort $(foreach d,$(wildcard plugins/*),$(if $(wildcard manifests/$
 manifest_version = awk -F'"' '/^[[:space:]]*version[[:space:]]*=/ { print $$2; exit }' manifests/$$id.toml
 WASMBUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -buildvcs=false
 
-.PHONY: all build adhost plugins run test e2e bench fuzz lint pin check clean
+.PHONY: all build adhost plugins run test e2e bench bench-gateway fuzz lint pin check clean
 
 all: build
 
@@ -69,6 +69,24 @@ e2e: build
 ## bench: every benchmark (see the issue notes for the targets)
 bench: build
 	ADHOST_BIN=$(CURDIR)/bin/adhost $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+## bench-gateway: direct, bare proxy, adhost and Portkey side by side
+## (GATEWAY_BENCH/run.sh): C clients of one subject (default 8), N requests
+## per target (default 3000). Portkey comes from npm; without npm it is
+## skipped with a message (PORTKEY=0 skips it anyway).
+GATEWAY_BENCH ?= ../shared/bench/gateway
+C ?= 8
+N ?= 3000
+bench-gateway: build
+	@test -x $(GATEWAY_BENCH)/run.sh || { echo "bench-gateway: $(GATEWAY_BENCH)/run.sh not found (set GATEWAY_BENCH)" >&2; exit 1; }
+	@command -v python3 >/dev/null || { echo "bench-gateway: python3 is required (free ports)" >&2; exit 1; }
+	@pk=$${PORTKEY:-1}; \
+	if [ "$$pk" != 0 ] && ! { command -v npm && command -v node; } >/dev/null; then \
+		echo "bench-gateway: npm/node not found: skipping Portkey (install Node.js with npm to compare with it)" >&2; pk=0; \
+	fi; \
+	echo "bench-gateway: C=$(C) N=$(N) PORTKEY=$$pk"; \
+	PORTKEY=$$pk C=$(C) N=$(N) $(GATEWAY_BENCH)/run.sh $(CURDIR) || { \
+		st=$$?; echo "bench-gateway: run.sh failed (exit $$st); errors in its warm-up (e.g. BUSY above the per-subject limit) end it silently" >&2; exit $$st; }
 
 ## fuzz: each fuzz target for FUZZTIME (default 10s)
 fuzz:
