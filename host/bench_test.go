@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/mux"
+
+	adhostruntime "adhost/runtime"
 )
 
 // The benchmarks behind the targets of issue 3 (make bench): host overhead
@@ -163,4 +168,102 @@ func BenchmarkAppendFrame(b *testing.B) {
 		buf = appendFrame(buf[:0], eventOf("text.delta", 123456, data))
 	}
 	_ = runtime.NumGoroutine
+}
+
+// BenchmarkRoute is the cost of steps 7–8 alone, per request: the mux
+// lookup (lookup, what dispatch calls) against the hand-written table it
+// replaced (legacyRoute), on the hot path, a query route, a wrong method,
+// an unknown path, and — with the whole endpoint inventory of wire-core
+// §1.1 registered (twenty routes) — the last route. The difference of the
+// ns/op figures is what mux adds to a request (target ≤ 2 µs; see
+// host/RATIONALE.md for the figures).
+func BenchmarkRoute(b *testing.B) {
+	noop := func(http.ResponseWriter, *http.Request, *adhostruntime.Principal) {}
+	core := (&Server{}).routes()
+	inventory := append([]route{}, core...)
+	for _, target := range []string{
+		"/v1/jobs/submit", "/v1/jobs/read", "/v1/jobs/cancel", "/v1/jobs/events",
+		"/v1/sessions/create", "/v1/sessions/read", "/v1/sessions/delete",
+		"/v1/approvals/decisions",
+		"/v1/tool-executions/progress", "/v1/tool-executions/results",
+		"/v1/management/providers",
+		"/v1/retrieval/search", "/v1/retrieval/index", "/v1/retrieval/delete", "/v1/retrieval/ingest",
+	} {
+		inventory = append(inventory, route{http.MethodPost, target, noop})
+	}
+	inventory = slices.Insert(inventory, len(core), route{http.MethodGet, "/v1/management", noop})
+	notFound := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	routers := []struct {
+		name string
+		rt   *mux.Router
+	}{
+		{"mux4", newRouter(core, notFound)},
+		{"mux" + itoa(len(inventory)), newRouter(inventory, notFound)},
+	}
+	// The alternative not taken: Router.ServeHTTP with plain handlers and
+	// the principal in the request's context.
+	type principalKey struct{}
+	serve := mux.NewRouter().SkipClean(true).UseEncodedPath()
+	serve.NotFoundHandler, serve.MethodNotAllowedHandler = notFound, notFound
+	for _, e := range core {
+		path, _, _ := strings.Cut(e.target, "?")
+		serve.NewRoute().MatcherFunc(exactTarget(e.target)).Methods(e.method).Path(path).HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			noop(w, r, r.Context().Value(principalKey{}).(*adhostruntime.Principal))
+		})
+	}
+	p := &adhostruntime.Principal{}
+
+	for _, tc := range []struct{ name, method, target string }{
+		{"runs", "POST", "/v1/runs"},
+		{"refresh", "GET", "/v1/providers?refresh=true"},
+		{"wrong-method", "GET", "/v1/runs"},
+		{"unknown", "GET", "/v1/nope"},
+		{"last", "POST", "/v1/retrieval/ingest"},
+	} {
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		b.Run("table/"+tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				routeSink = legacyRoute(r)
+			}
+		})
+		for _, rt := range routers {
+			b.Run(rt.name+"/"+tc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					handlerSink = lookup(rt.rt, r)
+				}
+			})
+		}
+		b.Run("mux4-servehttp/"+tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			w := httptest.NewRecorder()
+			for b.Loop() {
+				serve.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+			}
+		})
+	}
+}
+
+var (
+	routeSink   int
+	handlerSink http.Handler
+)
+
+// legacyRoute is the route table mux replaced (steps 7–8 as a switch on
+// the method and the exact raw target), kept as BenchmarkRoute's baseline.
+func legacyRoute(r *http.Request) int {
+	target := r.RequestURI
+	switch {
+	case r.Method == http.MethodGet && target == "/v1/protocol":
+		return 0
+	case r.Method == http.MethodGet && target == "/v1/providers":
+		return 1
+	case r.Method == http.MethodGet && target == "/v1/providers?refresh=true":
+		return 2
+	case r.Method == http.MethodPost && target == "/v1/runs":
+		return 3
+	default:
+		return -1
+	}
 }

@@ -3,11 +3,14 @@ package host
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/gorilla/mux"
 
 	"adhost/runtime"
 	"adhost/runtime/protocol"
@@ -16,14 +19,9 @@ import (
 // MaxBodyBytes bounds a request body (wire-core §1.6).
 const MaxBodyBytes = 1_000_000
 
-// Routes, matched against the raw request target exactly (wire-core §1.1).
-const (
-	pathHealth           = "/health"
-	pathProtocol         = "/v1/protocol"
-	pathProviders        = "/v1/providers"
-	pathProvidersRefresh = "/v1/providers?refresh=true"
-	pathRuns             = "/v1/runs"
-)
+// pathHealth is answered at step 4 of §1.2, before authentication; every
+// other endpoint is in the route table (routes).
+const pathHealth = "/health"
 
 // Header values shared by every response. Assigned as fresh one-element
 // slices' backing arrays are never appended to in place (cap == len).
@@ -82,8 +80,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// 4. Liveness, without authentication.
-	target := r.RequestURI
-	if r.Method == http.MethodGet && target == pathHealth {
+	if r.Method == http.MethodGet && r.RequestURI == pathHealth {
 		s.writeJSON(w, http.StatusOK, healthBody)
 		return
 	}
@@ -101,21 +98,109 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// 7–8. Routing on the exact raw target.
-	switch {
-	case r.Method == http.MethodGet && target == pathProtocol:
-		s.serveProtocol(w)
-	case r.Method == http.MethodGet && target == pathProviders:
-		s.serveProviders(w, r, p, false)
-	case r.Method == http.MethodGet && target == pathProvidersRefresh:
-		s.serveProviders(w, r, p, true)
-	case r.Method == http.MethodPost && target == pathRuns:
-		s.serveRun(w, r, p)
-	default:
-		// Extension endpoints (jobs, sessions, approvals, …) are unknown
-		// until their features are implemented and advertised.
-		s.writeError(w, r, protocol.New(protocol.CodeNotFound))
+	// 7–8. Route and method, on the exact raw target (routes). Only
+	// here, after authentication and version negotiation, does a request
+	// learn whether its path exists.
+	s.dispatch(w, r, p)
+}
+
+// routes is the endpoint table of wire-core §1.1, steps 7–8 of §1.2: one
+// line per endpoint, its method and its raw request target exactly as a
+// client must send it, query included. An extension feature adds its lines
+// when it is implemented and advertised; until then its paths are unknown
+// (404 NOT_FOUND), as is every method or target not listed.
+func (s *Server) routes() []route {
+	return []route{
+		{http.MethodGet, "/v1/protocol", s.serveProtocol},
+		{http.MethodGet, "/v1/providers", s.serveProvidersCached},
+		{http.MethodGet, "/v1/providers?refresh=true", s.serveProvidersRefresh},
+		{http.MethodPost, "/v1/runs", s.serveRun},
 	}
+}
+
+// route is one line of the table.
+type route struct {
+	method string
+	target string // the raw request target: origin-form path, then "?query" if any
+	serve  endpoint
+}
+
+// endpoint serves a routed request from step 9 of §1.2 on, for the
+// principal that steps 5–6 authenticated.
+type endpoint func(w http.ResponseWriter, r *http.Request, p *runtime.Principal)
+
+// ServeHTTP only lets mux hold an endpoint: the way in is dispatch, which
+// has the principal. A router reached any other way would have skipped
+// steps 1–6 (authentication among them), so it fails closed.
+func (endpoint) ServeHTTP(http.ResponseWriter, *http.Request) {
+	panic("host: an endpoint was served outside the request pipeline")
+}
+
+// newRouter builds the gorilla/mux router of a route table. It neither
+// cleans nor decodes paths (SkipClean, UseEncodedPath: "/v1//runs",
+// "/v1/runs/../runs" and "/v1/%72uns" are unknown, never redirected or
+// unescaped) and mux matches the method and the escaped path exactly
+// (Path with a literal template is an anchored regexp; no StrictSlash).
+// What mux's parsed view of the URL cannot tell apart — the query byte for
+// byte ("?refresh=true&x=1", a bare "?"), and an absolute-form or "*"
+// target whose path looks right — is left to exactTarget, the first
+// matcher of every route: it compares the raw RequestURI with the table's
+// target, so it is also what makes a mismatching route cost one string
+// comparison rather than a regexp. Unmatched requests, wrong method
+// included, get notFound: §1.1 answers both with 404 NOT_FOUND (so no 405
+// and no Allow header).
+func newRouter(routes []route, notFound http.Handler) *mux.Router {
+	rt := mux.NewRouter().SkipClean(true).UseEncodedPath()
+	rt.NotFoundHandler = notFound
+	rt.MethodNotAllowedHandler = notFound
+	for _, e := range routes {
+		path, _, _ := strings.Cut(e.target, "?")
+		m := rt.NewRoute().MatcherFunc(exactTarget(e.target)).Methods(e.method).Path(path).Handler(e.serve)
+		if err := m.GetError(); err != nil {
+			panic(fmt.Sprintf("host: route %s %s: %v", e.method, e.target, err))
+		}
+	}
+	return rt
+}
+
+// exactTarget matches the raw request target of wire-core §1.1 exactly.
+func exactTarget(target string) mux.MatcherFunc {
+	return func(r *http.Request, _ *mux.RouteMatch) bool { return r.RequestURI == target }
+}
+
+// dispatch is steps 7–8: it asks the router for the handler and calls it.
+// It calls Router.Match rather than Router.ServeHTTP: ServeHTTP copies the
+// request twice to put the (always empty) path variables and the matched
+// route into its context, and the principal would need a third copy; that
+// is most of mux's cost per request (host/RATIONALE.md).
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
+	switch h := lookup(s.router, r).(type) {
+	case endpoint:
+		h(w, r, p)
+	default:
+		h.ServeHTTP(w, r)
+	}
+}
+
+// lookup returns the handler of r's route, or the router's NotFoundHandler
+// (both fallbacks are set, so Match always answers).
+func lookup(rt *mux.Router, r *http.Request) http.Handler {
+	var m mux.RouteMatch
+	rt.Match(r, &m)
+	return m.Handler
+}
+
+// notFound is the router's answer for an unknown target or method.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, protocol.New(protocol.CodeNotFound))
+}
+
+func (s *Server) serveProvidersCached(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
+	s.serveProviders(w, r, p, false)
+}
+
+func (s *Server) serveProvidersRefresh(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
+	s.serveProviders(w, r, p, true)
 }
 
 type protocolDoc struct {
@@ -125,7 +210,7 @@ type protocolDoc struct {
 	Features          []string `json:"features"`
 }
 
-func (s *Server) serveProtocol(w http.ResponseWriter) {
+func (s *Server) serveProtocol(w http.ResponseWriter, _ *http.Request, _ *runtime.Principal) {
 	features := s.engine.Features()
 	if features == nil {
 		features = []string{}

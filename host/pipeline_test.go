@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
+	"adhost/runtime"
 	"adhost/runtime/protocol"
 )
 
@@ -106,6 +109,7 @@ func TestPipelineOrder(t *testing.T) {
 		{name: "runs trailing slash", method: "POST", target: "/v1/runs/", hdr: map[string][]string{"Authorization": auth, "Content-Type": jsonCT}, body: runBody("hi"), status: 404, code: protocol.CodeNotFound},
 		{name: "runs upper case", method: "POST", target: "/V1/runs", hdr: map[string][]string{"Authorization": auth, "Content-Type": jsonCT}, body: runBody("hi"), status: 404, code: protocol.CodeNotFound},
 		{name: "GET runs", method: "GET", target: "/v1/runs", hdr: map[string][]string{"Authorization": auth}, status: 404, code: protocol.CodeNotFound},
+		{name: "DELETE providers", method: "DELETE", target: "/v1/providers", hdr: map[string][]string{"Authorization": auth}, status: 404, code: protocol.CodeNotFound},
 		{name: "POST protocol", method: "POST", target: "/v1/protocol", hdr: map[string][]string{"Authorization": auth, "Content-Type": jsonCT}, body: "{}", status: 404, code: protocol.CodeNotFound},
 		{name: "extension path", method: "POST", target: "/v1/jobs/submit", hdr: map[string][]string{"Authorization": auth, "Content-Type": jsonCT}, body: "{}", status: 404, code: protocol.CodeNotFound},
 		{name: "OPTIONS without origin, no token", method: "OPTIONS", target: "/v1/runs", status: 401, code: protocol.CodeUnauthorized},
@@ -148,6 +152,11 @@ func TestPipelineOrder(t *testing.T) {
 				}
 				if tc.code == protocol.CodeOriginDenied && h.Get("Access-Control-Allow-Origin") != "" {
 					t.Error("ORIGIN_DENIED carries Access-Control-Allow-Origin")
+				}
+				// A wrong method is 404 like an unknown path (§1.1): no
+				// 405's Allow header.
+				if tc.code == protocol.CodeNotFound && h.Get("Allow") != "" {
+					t.Errorf("404 carries Allow: %q", h.Get("Allow"))
 				}
 			}
 		})
@@ -287,6 +296,21 @@ func TestRawRequests(t *testing.T) {
 		{"options asterisk preflight", "OPTIONS * HTTP/1.1\r\nHost: x\r\nOrigin: " + testOrigin + "\r\n\r\n", 204, ""},
 		{"declared oversize", "POST /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testToken + "\r\nContent-Type: application/json\r\nContent-Length: 1000001\r\n\r\n", 413, protocol.CodeBodyTooLarge},
 		{"absolute target", "GET http://x/v1/protocol HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testToken + "\r\n\r\n", 404, protocol.CodeNotFound},
+		// What a router that cleans or decodes paths, or matches parsed
+		// queries, would get wrong (§1.1: the raw target, exactly).
+		{"refresh, raw", rawGet("/v1/providers?refresh=true"), 200, ""},
+		{"double slash", rawGet("/v1//protocol"), 404, protocol.CodeNotFound},
+		{"dot segment", rawGet("/v1/./protocol"), 404, protocol.CodeNotFound},
+		{"dot-dot segment", rawGet("/v1/x/../protocol"), 404, protocol.CodeNotFound},
+		{"leading double slash", rawGet("//v1/protocol"), 404, protocol.CodeNotFound},
+		{"percent-encoded letter", rawGet("/v1/%70rotocol"), 404, protocol.CodeNotFound},
+		{"encoded slash", rawGet("/v1%2Fprotocol"), 404, protocol.CodeNotFound},
+		{"empty query", rawGet("/v1/protocol?"), 404, protocol.CodeNotFound},
+		{"refresh twice", rawGet("/v1/providers?refresh=true&refresh=true"), 404, protocol.CodeNotFound},
+		{"refresh and more", rawGet("/v1/providers?refresh=true&x=1"), 404, protocol.CodeNotFound},
+		{"refresh upper case", rawGet("/v1/providers?refresh=TRUE"), 404, protocol.CodeNotFound},
+		{"refresh encoded", rawGet("/v1/providers?refresh=%74rue"), 404, protocol.CodeNotFound},
+		{"refresh empty query", rawGet("/v1/providers?"), 404, protocol.CodeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)
@@ -312,6 +336,72 @@ func TestRawRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawGet is an authenticated GET of target exactly as written.
+func rawGet(target string) string {
+	return "GET " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testToken + "\r\n\r\n"
+}
+
+// TestRouteTable drives the router built from the real table with every
+// method on every target, near-misses included: exactly the table's
+// (method, target) pairs reach their endpoint, everything else the
+// not-found writer — wrong methods too, since §1.1 has no 405.
+func TestRouteTable(t *testing.T) {
+	table := (&Server{}).routes()
+	hit := -1
+	routes := make([]route, len(table))
+	for i, e := range table {
+		routes[i] = route{e.method, e.target, func(http.ResponseWriter, *http.Request, *runtime.Principal) { hit = i }}
+	}
+	notFound := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit = len(routes) })
+	rt := newRouter(routes, notFound)
+
+	targets := []string{"/health", "/nope", "/", "*", "http://x/v1/runs", "/v1/jobs/submit"}
+	for _, e := range table {
+		targets = append(targets, e.target, e.target+"/", e.target+"?", e.target+"?x=1", strings.ToUpper(e.target), "/v1//"+strings.TrimPrefix(e.target, "/v1/"))
+	}
+	methods := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "get", "post"}
+	w := httptest.NewRecorder()
+	for _, target := range targets {
+		for _, method := range methods {
+			want := len(routes)
+			for i, e := range table {
+				if e.method == method && e.target == target {
+					want = i
+				}
+			}
+			r := httptest.NewRequest(method, "/", nil)
+			r.RequestURI = target // as the server sets it: the request line's target
+			u, err := url.ParseRequestURI(target)
+			if err != nil {
+				u = &url.URL{Path: target}
+			}
+			r.URL = u
+			hit = -1
+			switch h := lookup(rt, r).(type) {
+			case endpoint:
+				h(w, r, nil)
+			default:
+				h.ServeHTTP(w, r)
+			}
+			if hit != want {
+				t.Errorf("%s %s: route %d, want %d (%d = not found)", method, target, hit, want, len(routes))
+			}
+		}
+	}
+}
+
+// TestRouterFailsClosed: the router's endpoints only run through the
+// pipeline; mounted directly (skipping authentication) they refuse.
+func TestRouterFailsClosed(t *testing.T) {
+	env := newEnv(t, envOptions{})
+	defer func() {
+		if recover() == nil {
+			t.Error("an endpoint served without the pipeline")
+		}
+	}()
+	env.srv.router.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/protocol", nil))
 }
 
 func TestProtocolDocument(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorilla/mux"
+
 	"adhost/runtime"
 )
 
@@ -70,6 +72,7 @@ type Server struct {
 	origins   map[string]bool
 	log       *slog.Logger
 	heartbeat time.Duration
+	router    *mux.Router // steps 7–8 of the pipeline: routes, after auth
 
 	state atomic.Int32
 	tls   atomic.Bool
@@ -95,6 +98,7 @@ func NewServer(opts ServerOptions) *Server {
 	for _, o := range opts.AllowedOrigins {
 		s.origins[o] = true
 	}
+	s.router = newRouter(s.routes(), http.HandlerFunc(s.notFound))
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
