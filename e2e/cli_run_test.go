@@ -11,8 +11,9 @@ import (
 )
 
 // TestCLIRun drives `adhost run` (host-config.md §1) against a running
-// `adhost serve`: it prints the text, then the RunResult as one JSON line;
-// a failed run exits non-zero with the wire code on stderr.
+// `adhost serve`: by default it prints the text on stdout and a summary on
+// stderr; with --json stdout is the RunResult alone, one JSON line; a
+// failed run exits non-zero with the wire code on stderr.
 func TestCLIRun(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
@@ -37,13 +38,20 @@ func TestCLIRun(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
-			lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
-			if len(lines) != 2 || lines[0] != tc.text {
-				t.Fatalf("stdout = %q, want %q then the result JSON", stdout, tc.text)
+			if stdout != tc.text+"\n" {
+				t.Errorf("stdout = %q, want the text %q alone", stdout, tc.text)
+			}
+			if !strings.Contains(stderr, "adhost run: run ") {
+				t.Errorf("no summary on stderr: %q", stderr)
+			}
+
+			code, stdout, stderr = adhost(t, append([]string{"run", "--json"}, tc.args[1:]...)...)
+			if code != 0 {
+				t.Fatalf("--json: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 			var res protocol.RunResult
-			if err := json.Unmarshal([]byte(lines[1]), &res); err != nil || res.Text != tc.text || res.Provider != fixtureProvider || res.RunID == "" {
-				t.Errorf("result line %q (%v)", lines[1], err)
+			if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Text != tc.text || res.Provider != fixtureProvider || res.RunID == "" {
+				t.Errorf("--json stdout %q is not the result (%v)", stdout, err)
 			}
 		})
 	}

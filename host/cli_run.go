@@ -2,15 +2,19 @@ package host
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"adhost/client"
@@ -18,27 +22,54 @@ import (
 	"adhost/runtime/protocol"
 )
 
-// cliRun is `adhost run --provider P --model M [--stream] [--schema FILE]
-// "input"`: a client of a running host. Text is printed as it streams
-// (with --stream) or when the run ends, followed by the result JSON. On
-// failure it prints the wire code and exits 1.
+// Exit codes of an interrupted `adhost run`: 128 + the signal's number,
+// as a shell reports a command the signal killed.
+const (
+	cliExitInterrupted = 130 // SIGINT (Ctrl-C), or the caller's context ended
+	cliExitTerminated  = 143 // SIGTERM
+)
+
+const cliRunUsage = `usage: adhost run --provider P --model M [--stream] [--json] [--schema FILE] [--tool NAME] "input" (or - for stdin)
+
+Calls a running host (wire-core POST /v1/runs) and prints the run:
+
+  default   the text on stdout (as it streams with --stream), then a one-line
+            summary (run id, finish reason, steps, tokens) on stderr
+  --json    only the final RunResult, one JSON line, on stdout (for jq); with
+            --stream the text still shows as it arrives, on stderr
+
+A failed run prints "adhost run: CODE: message" on stderr and exits 1; a host
+that cannot be reached is named with its URL. Ctrl-C cancels the run (the
+host sees the disconnect), prints "interrupted" and exits 130; a second
+Ctrl-C ends the command at once.
+
+Flags:`
+
+// cliRun is `adhost run --provider P --model M [--stream] [--json]
+// [--schema FILE] "input"`: a client of a running host (cliRunUsage says
+// where each output goes and why).
 func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 	fs := cliFlags(env, "run")
 	cfgPath := fs.String("config", "host.toml", "configuration file (default URL and token)")
 	provider := fs.String("provider", "", "provider instance id (required)")
 	model := fs.String("model", "", "model id (required)")
 	stream := fs.Bool("stream", false, "stream events (SSE) and print text as it arrives")
+	asJSON := fs.Bool("json", false, "print only the final RunResult as JSON on stdout")
 	schemaFile := fs.String("schema", "", "JSON Schema file for structured output")
 	baseURL := fs.String("url", "", "host base URL (default: from the config's server.listen)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (default: $ADHOST_TOKEN, then the config's first file token)")
 	var tools cliStrings
 	fs.Var(&tools, "tool", "host tool to expose (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), cliRunUsage)
+		fs.PrintDefaults()
+	}
 	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
 	}
 	if *provider == "" || *model == "" || len(pos) != 1 {
-		fmt.Fprintln(env.stderr, `usage: adhost run --provider P --model M [--stream] [--schema FILE] [--tool NAME] "input" (or - for stdin)`)
+		fmt.Fprintln(env.stderr, strings.SplitN(cliRunUsage, "\n", 2)[0])
 		return cliExitUsage
 	}
 	input := pos[0]
@@ -67,45 +98,178 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	c, err := client.New(url, client.WithToken(token))
 	if err != nil {
-		return cliRunFailed(env, err)
+		return cliRunFailedAt(env, url, err)
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, caught, stop := cliInterruptContext(ctx)
 	defer stop()
 
+	// Text goes where the result does not: stdout by default, stderr
+	// under --json so that stdout holds nothing but the JSON.
+	text := env.stdout
+	if *asJSON {
+		text = env.stderr
+	}
 	var res *protocol.RunResult
 	if *stream {
 		printed := false
 		res, err = c.Stream(ctx, req, func(ev client.Event) error {
 			if ev.Type == "text.delta" {
-				io.WriteString(env.stdout, ev.Text)
+				io.WriteString(text, ev.Text)
 				printed = true
 			}
 			return nil
 		})
 		if printed {
-			fmt.Fprintln(env.stdout)
+			fmt.Fprintln(text) // also when interrupted: the prompt starts on a line of its own
 		}
 	} else {
 		res, err = c.Run(ctx, req)
-		if err == nil {
-			fmt.Fprintln(env.stdout, res.Text)
+		if err == nil && !*asJSON {
+			fmt.Fprintln(text, res.Text)
 		}
 	}
 	if err != nil {
-		return cliRunFailed(env, err)
+		if ctx.Err() != nil {
+			return cliRunInterrupted(env, caught())
+		}
+		return cliRunFailedAt(env, url, err)
 	}
-	b, _ := json.Marshal(res)
-	fmt.Fprintf(env.stdout, "%s\n", b)
+	if *asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintf(env.stdout, "%s\n", b)
+	} else {
+		fmt.Fprintf(env.stderr, "adhost run: %s\n", cliRunSummary(res))
+	}
 	return cliExitOK
 }
 
-func cliRunFailed(env *cliEnv, err error) int {
+// cliInterruptContext is ctx, also cancelled by the first SIGINT or
+// SIGTERM; caught reports which one arrived (nil: none, or ctx itself
+// ended). The first signal stops the capture, so a second one has its
+// default effect and ends the process even if cancelling hangs.
+func cliInterruptContext(ctx context.Context) (_ context.Context, caught func() os.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Value
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case sig := <-sigs:
+			got.Store(sig)
+			signal.Stop(sigs)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	caught = func() os.Signal {
+		sig, _ := got.Load().(os.Signal)
+		return sig
+	}
+	stop = func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
+	}
+	return ctx, caught, stop
+}
+
+// cliRunInterrupted reports a run the user stopped. Cancelling the request
+// closed the connection, which cancels the run on the host (wire-core §13).
+func cliRunInterrupted(env *cliEnv, sig os.Signal) int {
+	if sig == syscall.SIGTERM {
+		fmt.Fprintln(env.stderr, "adhost run: terminated")
+		return cliExitTerminated
+	}
+	fmt.Fprintln(env.stderr, "adhost run: interrupted")
+	return cliExitInterrupted
+}
+
+// cliRunSummary is the human line printed after the text: which run, how
+// it finished, and the usage the host reported (unknown counts omitted).
+func cliRunSummary(res *protocol.RunResult) string {
+	steps := "steps"
+	if res.Steps == 1 {
+		steps = "step"
+	}
+	s := fmt.Sprintf("run %s: %s, %d %s", res.RunID, res.FinishReason, res.Steps, steps)
+	if u := res.Usage; u.InputTokens != nil || u.OutputTokens != nil {
+		tok := func(n *int64) string {
+			if n == nil {
+				return "?"
+			}
+			return strconv.FormatInt(*n, 10)
+		}
+		s += fmt.Sprintf(", %s in / %s out tokens", tok(u.InputTokens), tok(u.OutputTokens))
+	}
+	return s
+}
+
+// cliRunFailed is cliRunFailedAt for a caller that does not pass the base
+// URL: a transport failure names the request's URL instead.
+func cliRunFailed(env *cliEnv, err error) int { return cliRunFailedAt(env, "", err) }
+
+// cliRunFailedAt prints why a client call failed: the wire code and
+// message of an answer, or — when no answer came — that the host at base
+// could not be reached, and why (not the client's generic "HTTP_ERROR:
+// the request failed").
+func cliRunFailedAt(env *cliEnv, base string, err error) int {
+	if what, reason, ok := cliTransportFailure(err); ok {
+		var ue *neturl.Error
+		if base == "" && errors.As(err, &ue) {
+			base = ue.URL
+		}
+		return env.failf("run", "%s %s: %s", what, base, reason)
+	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		fmt.Fprintf(env.stderr, "adhost run: %s: %s\n", ce.Code, ce.Message)
 		return cliExitFail
 	}
 	return env.fail("run", err)
+}
+
+// cliTransportFailure recognises an error that is no answer from the host
+// at all: what happened ("cannot reach" before a connection, "lost the
+// connection to" after) and a short reason ("connection refused"). Errors
+// from an answer — an error body, a redirect, a broken stream — are not
+// transport failures and keep their wire code.
+func cliTransportFailure(err error) (what, reason string, ok bool) {
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != 0 || ce.Code != protocol.CodeHTTPError {
+		return "", "", false
+	}
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	var certErr *tls.CertificateVerificationError
+	var recErr tls.RecordHeaderError
+	switch {
+	case errors.As(err, &dnsErr):
+		return "cannot reach", "cannot resolve " + dnsErr.Name + ": " + dnsErr.Err, true
+	case errors.As(err, &certErr):
+		return "cannot reach", "TLS: " + certErr.Err.Error(), true
+	case errors.As(err, &recErr):
+		return "cannot reach", "TLS handshake failed (is it an http:// address?)", true
+	case errors.As(err, &opErr):
+		what = "lost the connection to"
+		if opErr.Op == "dial" {
+			what = "cannot reach"
+		}
+		var errno syscall.Errno
+		switch {
+		case opErr.Timeout():
+			reason = "timed out"
+		case errors.As(opErr.Err, &errno):
+			reason = errno.Error()
+		default:
+			reason = opErr.Err.Error()
+		}
+		return what, reason, true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "lost the connection to", "it closed before answering", true
+	}
+	return "", "", false
 }
 
 // cliClientSettings finds the base URL and bearer token of the host a

@@ -6,15 +6,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"adhost/client"
 	"adhost/runtime/manifest"
+	"adhost/runtime/protocol"
 )
 
 // cliTestRun runs Main with args and returns the exit code and streams.
@@ -396,3 +406,198 @@ func (b *cliSyncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// cliTestRunArgs are the flags of an `adhost run` against env's host with
+// testToken, followed by extra.
+func cliTestRunArgs(t *testing.T, env *testEnv, extra ...string) []string {
+	t.Helper()
+	tok := filepath.Join(t.TempDir(), "test.token")
+	if err := os.WriteFile(tok, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"run", "--url", env.ts.URL, "--token-file", tok, "--provider", testProvider, "--model", testModel}, extra...)
+}
+
+// TestCLIRunOutput: the text and the result go to different streams, so
+// that `adhost run --json ... | jq` reads one JSON document and the
+// default output is just the text.
+func TestCLIRunOutput(t *testing.T) {
+	env := newEnv(t, envOptions{})
+	for _, tc := range []struct {
+		name             string
+		args             []string
+		stdout, inStderr string // "" stdout: the RunResult JSON
+	}{
+		{"text", []string{"hi"}, "Hello world\n", "adhost run: run "},
+		{"stream", []string{"--stream", "hi"}, "Hello world\n", "adhost run: run "},
+		{"json", []string{"--json", "hi"}, "", ""},
+		{"stream json", []string{"--stream", "--json", "hi"}, "", "Hello world\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := cliTestRun(t, cliTestRunArgs(t, env, tc.args...)...)
+			if code != cliExitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stderr, tc.inStderr) {
+				t.Errorf("stderr %q lacks %q", stderr, tc.inStderr)
+			}
+			if tc.stdout != "" {
+				if stdout != tc.stdout {
+					t.Errorf("stdout = %q, want %q", stdout, tc.stdout)
+				}
+				if !strings.Contains(stderr, "stop, 1 step") {
+					t.Errorf("summary %q", stderr)
+				}
+				return
+			}
+			var res protocol.RunResult
+			dec := json.NewDecoder(strings.NewReader(stdout))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&res); err != nil || res.Text != "Hello world" || res.RunID == "" || res.Provider != testProvider {
+				t.Fatalf("stdout %q is not the RunResult (%v)", stdout, err)
+			}
+			if dec.More() {
+				t.Errorf("stdout holds more than the result: %q", stdout)
+			}
+			if strings.Contains(stderr, "runId") {
+				t.Errorf("the result went to stderr too: %q", stderr)
+			}
+		})
+	}
+	// A failed run: the wire code on stderr, nothing on stdout, exit 1.
+	code, stdout, stderr := cliTestRun(t, cliTestRunArgs(t, env, "--json", "fail")...)
+	if code != cliExitFail || stdout != "" || !strings.Contains(stderr, "adhost run: PROVIDER_FAILED: ") {
+		t.Errorf("failed run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestCLIRunUnreachable: with no host listening, the error names the URL
+// and the reason, not the client's generic HTTP_ERROR.
+func TestCLIRunUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	tok := filepath.Join(t.TempDir(), "t.token")
+	os.WriteFile(tok, []byte(testToken), 0o600)
+	for _, stream := range []bool{false, true} {
+		args := []string{"run", "--url", url, "--token-file", tok, "--provider", "p", "--model", "m", "hi"}
+		if stream {
+			args = append(args, "--stream")
+		}
+		code, stdout, stderr := cliTestRun(t, args...)
+		want := "adhost run: cannot reach " + url + ": connection refused\n"
+		if code != cliExitFail || stdout != "" || stderr != want {
+			t.Errorf("stream %v: exit %d, stdout %q, stderr %q, want %q", stream, code, stdout, stderr, want)
+		}
+	}
+}
+
+func TestCLITransportFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		err          error
+		what, reason string
+	}{
+		{"refused", &client.Error{Code: protocol.CodeHTTPError, Message: "the request failed", Err: &neturl.Error{Op: "Post", URL: "http://h/v1/runs", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}}, "cannot reach", "connection refused"},
+		{"reset", &client.Error{Code: protocol.CodeHTTPError, Message: "the request failed", Err: &neturl.Error{Op: "Post", URL: "http://h/v1/runs", Err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}}, "lost the connection to", "connection reset by peer"},
+		{"dns", &client.Error{Code: protocol.CodeHTTPError, Message: "the request failed", Err: &neturl.Error{Op: "Post", URL: "http://h/v1/runs", Err: &net.OpError{Op: "dial", Err: &net.DNSError{Name: "h", Err: "no such host"}}}}, "cannot reach", "cannot resolve h: no such host"},
+		{"closed", &client.Error{Code: protocol.CodeHTTPError, Message: "the request failed", Err: &neturl.Error{Op: "Post", URL: "http://h/v1/runs", Err: io.EOF}}, "lost the connection to", "it closed before answering"},
+	} {
+		what, reason, ok := cliTransportFailure(tc.err)
+		if !ok || what != tc.what || reason != tc.reason {
+			t.Errorf("%s: %q %q %v, want %q %q", tc.name, what, reason, ok, tc.what, tc.reason)
+		}
+	}
+	// Answers are not transport failures: they keep their wire code.
+	for _, err := range []error{
+		&client.Error{Code: protocol.CodeHTTPError, Message: "the host answered HTTP 502 without a protocol error body", Status: 502},
+		&client.Error{Code: protocol.CodeProviderFailed, Message: "m"},
+		&client.Error{Code: protocol.CodeIncompleteStream, Message: "the stream broke", Err: io.ErrUnexpectedEOF},
+		&client.Error{Code: protocol.CodeHTTPError, Message: "the host answered with a redirect, which is never followed", Err: &neturl.Error{Op: "Post", URL: "http://h/v1/runs", Err: errors.New("redirect")}},
+	} {
+		if what, reason, ok := cliTransportFailure(err); ok {
+			t.Errorf("%v: transport failure %q %q", err, what, reason)
+		}
+	}
+}
+
+// TestCLIRunInterrupt runs the built command against a held run (the fake
+// provider's "block" waits until cancelled), sends SIGINT once the
+// provider holds the run, and checks "interrupted", exit 130, and that the
+// host saw the disconnect and cancelled the run.
+func TestCLIRunInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the adhost command")
+	}
+	bin := cliTestBinary(t)
+	env := newEnv(t, envOptions{})
+	for _, mode := range []string{"json", "stream"} {
+		t.Run(mode, func(t *testing.T) {
+			args := cliTestRunArgs(t, env, blockingInput)
+			if mode == "stream" {
+				args = append(args, "--stream")
+			}
+			cmd := exec.CommandContext(t.Context(), bin, args...)
+			var stdout, stderr cliSyncBuffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-env.provider.started:
+			case <-time.After(time.Minute): // only turns a hang into a failure
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the run never reached the provider; stderr:\n%s", stderr.String())
+			}
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			err := cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != cliExitInterrupted {
+				t.Errorf("exit %d (%v), want %d", code, err, cliExitInterrupted)
+			}
+			if got := stderr.String(); got != "adhost run: interrupted\n" {
+				t.Errorf("stderr = %q", got)
+			}
+			if got := stdout.String(); got != "" {
+				t.Errorf("stdout = %q", got)
+			}
+			waitFor(t, "the host to cancel the run", func() bool { return env.provider.active.Load() == 0 })
+		})
+	}
+}
+
+// cliTestBinary is $ADHOST_BIN, else the adhost command built once into
+// a temporary directory.
+func cliTestBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("ADHOST_BIN"); bin != "" {
+		return bin
+	}
+	cliBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "adhost-cli-test")
+		if err != nil {
+			cliBinErr = err
+			return
+		}
+		cliBinPath = filepath.Join(dir, "adhost")
+		out, err := exec.Command("go", "build", "-o", cliBinPath, "adhost/host/cmd/adhost").CombinedOutput()
+		if err != nil {
+			cliBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if cliBinErr != nil {
+		t.Fatal(cliBinErr)
+	}
+	return cliBinPath
+}
+
+var (
+	cliBinOnce sync.Once
+	cliBinPath string
+	cliBinErr  error
+)
