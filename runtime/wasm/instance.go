@@ -150,7 +150,7 @@ func (x *Extension) newInstance(ctx context.Context) (*instance, error) {
 		WithRandSource(crand.Reader).
 		WithStdout(&guestWriter{x: x, stream: "stdout"}).
 		WithStderr(&guestWriter{x: x, stream: "stderr"})
-	mod, err := x.rt.InstantiateModule(ctx, x.compiled, cfg)
+	mod, err := x.rt.InstantiateModule(inst.withLinearMemory(ctx), x.compiled, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInstantiate, oneLine(err))
 	}

@@ -32,6 +32,7 @@ var (
 var guestBuilds = []struct{ name, dir, manifest string }{
 	{"provider", "provider", "manifest.toml"},
 	{"tool", "tool", "manifest.toml"},
+	{"memhog", "memhog", "manifest.toml"},
 }
 
 func TestMain(m *testing.M) {
