@@ -14,9 +14,10 @@
 // host checks for cancellation and its compute watchdog.
 //
 // The rewrite adds one function import (Import, type [] -> []) after the
-// module's own imports, one mutable i32 global (the countdown) after its
-// globals, and at the start of every function body (unless it opens with
-// a loop) and of every loop body:
+// module's own imports, three mutable i32 globals after its globals (the
+// countdown, the call depth and its exported high-water mark, below), and
+// at the start of every function body (unless it opens with a loop) and of
+// every loop body:
 //
 //	global.get $n; i32.const 1; i32.sub; global.set $n
 //	global.get $n; i32.eqz
@@ -27,6 +28,23 @@
 // Function indices at or past the new import shift by one everywhere they
 // occur (calls, ref.func, exports, element segments, constant expressions,
 // the name section). Everything else is copied byte for byte.
+//
+// Two bounds keep a guest from making the host allocate outside linear
+// memory. Tables: a defined table may declare at most MaxTableEntries
+// (and all of them MaxTotalTableEntries), a table without a maximum gets
+// MaxTableEntries as its maximum, and imported tables are refused. Native
+// call stack: a mutable i32 global $depth counts the frame units (see
+// MaxDepth) of the functions running; each function body becomes
+//
+//	<enter: $depth += w; trap past MaxDepth> block bt <body> end <$depth -= w>
+//
+// where the wrapper block takes over the function's outermost label, so
+// branches out of the function reach the decrement, and every return
+// becomes a branch to the wrapper. A trap leaves $depth wherever it was;
+// the host discards a trapped instance anyway. An exported global
+// (DepthExport) keeps the high-water mark, which tells the host both that
+// a trap was the depth limit (StackLimited) and how deep a call that
+// returned went (DepthHighWater).
 //
 // Instrument parses untrusted input: it validates what it relies on
 // (section framing, instruction immediates, that no instruction names the
@@ -41,6 +59,8 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tetratelabs/wazero/api"
 )
 
 // Import names the host function the instrumented module calls. A module
@@ -53,6 +73,40 @@ const (
 // MaxLocals bounds the locals of one function (as V8 does).
 const MaxLocals = 50_000
 
+// Table bounds. wazero holds a table as one machine word per entry, outside
+// linear memory and the runtime's memory limit: a module declaring a
+// 100M-entry table made the host allocate 763 MB per instance. A Go
+// guest's funcref table holds its functions, about 6,600 entries for the
+// adapters built here, so a table of MaxTableEntries (800 KB) leaves 15×
+// headroom. A defined table declaring a larger minimum or maximum is
+// refused; one with no maximum is given MaxTableEntries as its maximum,
+// which wazero's table.grow honours (it returns -1, the wasm failure
+// result). Element segments, table.init, table.copy and table.fill cannot
+// go past a table's current size, so the size bound covers them.
+// MaxTotalTableEntries bounds the sum of the tables' maxima.
+const (
+	MaxTableEntries      = 100_000
+	MaxTotalTableEntries = 2 * MaxTableEntries
+)
+
+// MaxDepth bounds the call depth of a guest, in frame units: a function
+// adds 1 + its locals and parameters / FrameUnitLocals units while it runs.
+// wazero runs a guest on a stack of its own that it grows by doubling (to
+// about 100 MB) and never shrinks, held by the function value for as long
+// as the instance lives; MaxDepth keeps that stack within a few MiB. See
+// RATIONALE.md for the measurements.
+const MaxDepth = 20_000
+
+// FrameUnitLocals is the number of locals and parameters that make one
+// frame unit (see MaxDepth): a function with many locals spills them to a
+// larger native frame, so it counts for more.
+const FrameUnitLocals = 16
+
+// DepthExport names the exported i32 global holding the instance's depth
+// high-water mark (see DepthHighWater). A module exporting that name
+// itself is refused.
+const DepthExport = "adhost_checkpoint.depth"
+
 // Interval is the number of loop iterations and function entries between
 // two calls of the check function. A call costs about as much as a few
 // hundred iterations of a short loop, so at 1024 the checks are a rounding
@@ -64,6 +118,11 @@ var ErrMalformed = errors.New("malformed module")
 
 // ErrUnsupported reports a module using a feature the sandbox does not run.
 var ErrUnsupported = errors.New("unsupported feature")
+
+// ErrLimit reports a module declaring more than a sandbox bound allows
+// (a table larger than MaxTableEntries, or tables larger in total than
+// MaxTotalTableEntries).
+var ErrLimit = errors.New("over a sandbox limit")
 
 // Section ids.
 const (
@@ -99,6 +158,10 @@ type module struct {
 	importedGlobal uint32
 	definedGlobals uint32
 	types          uint32
+	typeResults    [][]byte // each type's result types
+	typeParams     []uint32 // each type's parameter count
+	funcTypes      []uint32 // each defined function's type index
+	tables         []byte   // the table section rewritten with bounded maxima
 }
 
 // Instrument returns the instrumented copy of the binary module wasm.
@@ -108,18 +171,21 @@ func Instrument(wasm []byte) ([]byte, error) {
 		return nil, err
 	}
 	rw := &rewriter{
+		m:         m,
 		shiftFrom: m.importedFuncs,
 		checkFunc: m.importedFuncs,
 		counter:   m.importedGlobal + m.definedGlobals,
 	}
+	rw.depth, rw.high = rw.counter+1, rw.counter+2
+	rw.blockTypes(m.types + 1)
 	out := make([]byte, 0, len(wasm)+len(wasm)/8)
 	out = append(out, wasm[:8]...)
-	wroteType, wroteImport, wroteGlobal := false, false, false
+	wroteType, wroteImport, wroteGlobal, wroteExport := false, false, false, false
 	// emitMissing writes the sections the rewrite needs that the input
 	// lacks, before the first section that must follow them.
 	emitMissing := func(before int) error {
 		if !wroteType && before > order[secType] {
-			out = appendSection(out, secType, appendTypeSection(nil, nil, 0))
+			out = appendSection(out, secType, rw.typeSection(nil))
 			wroteType = true
 		}
 		if !wroteImport && before > order[secImport] {
@@ -138,6 +204,14 @@ func Instrument(wasm []byte) ([]byte, error) {
 			out = appendSection(out, secGlobal, p)
 			wroteGlobal = true
 		}
+		if !wroteExport && before > order[secExport] {
+			p, err := rw.exportSection(nil)
+			if err != nil {
+				return err
+			}
+			out = appendSection(out, secExport, p)
+			wroteExport = true
+		}
 		return nil
 	}
 	for _, s := range m.sections {
@@ -149,7 +223,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 		var p []byte
 		switch s.id {
 		case secType:
-			p, wroteType = appendTypeSection(nil, s.payload, m.types), true
+			p, wroteType = rw.typeSection(s.payload), true
 		case secImport:
 			p, err = appendImportSection(nil, s.payload, m.types)
 			wroteImport = true
@@ -158,6 +232,9 @@ func Instrument(wasm []byte) ([]byte, error) {
 			wroteGlobal = true
 		case secExport:
 			p, err = rw.exportSection(s.payload)
+			wroteExport = true
+		case secTable:
+			p = m.tables
 		case secElement:
 			p, err = rw.elementSection(s.payload)
 		case secCode:
@@ -213,15 +290,16 @@ func parse(wasm []byte) (*module, error) {
 		var err error
 		switch id {
 		case secType:
-			m.types, err = readTypes(payload)
+			m.typeParams, m.typeResults, err = readTypes(payload)
+			m.types = uint32(len(m.typeResults))
 		case secImport:
 			err = m.readImports(payload)
 		case secGlobal:
 			m.definedGlobals, err = vecCount(payload)
 		case secFunction:
-			err = readIndices(payload)
+			m.funcTypes, err = readIndices(payload, m.types)
 		case secTable:
-			err = readTables(payload)
+			m.tables, err = readTables(payload)
 		case secMemory:
 			err = readMemories(payload)
 		case secData:
@@ -260,8 +338,9 @@ func (m *module) readImports(p []byte) error {
 			r.u32()
 			m.importedFuncs++
 		case 0x01: // table
-			r.byte()
-			r.limits()
+			// Only host modules could export one, and none does; its
+			// size would be outside the bounds on defined tables.
+			return fmt.Errorf("%w: an imported table", ErrUnsupported)
 		case 0x02: // memory
 			r.limits()
 		case 0x03: // global
@@ -291,45 +370,83 @@ func vecCount(p []byte) (uint32, error) {
 // The sections below are copied unchanged; they are read through only to
 // bound what wazero's decoder will allocate (see reader.count).
 
-// readTypes checks the type section (function types only) and returns its
-// length.
-func readTypes(p []byte) (uint32, error) {
+// readTypes checks the type section (function types only) and returns
+// each type's parameter count and results.
+func readTypes(p []byte) ([]uint32, [][]byte, error) {
 	r := reader{b: p}
 	n := r.count()
+	params := make([]uint32, 0, n)
+	results := make([][]byte, 0, n)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		if form := r.byte(); form != 0x60 {
 			r.unsupported("type form %#x (GC types)", form)
 		}
-		for range 2 { // parameters, results
-			k := r.count()
-			for j := uint32(0); j < k && r.err == nil; j++ {
+		var start int
+		for k := range 2 { // parameters, results
+			c := r.count()
+			start = r.off
+			for j := uint32(0); j < c && r.err == nil; j++ {
 				valtype(&r)
 			}
+			if k == 0 {
+				params = append(params, c)
+			}
+		}
+		results = append(results, r.b[min(start, r.off):r.off])
+	}
+	return params, results, finished(&r, "type")
+}
+
+// readIndices reads the function section: each function's type index,
+// which must name one of the types.
+func readIndices(p []byte, types uint32) ([]uint32, error) {
+	r := reader{b: p}
+	n := r.count()
+	idx := make([]uint32, 0, n)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if t := r.u32(); r.err == nil && t >= types {
+			r.fail("type index %d out of range", t)
+		} else {
+			idx = append(idx, t)
 		}
 	}
-	return n, finished(&r, "type")
+	return idx, finished(&r, "function")
 }
 
-// readIndices checks a section that is a vector of u32 (function).
-func readIndices(p []byte) error {
+// readTables checks the tables against MaxTableEntries and
+// MaxTotalTableEntries and returns the section with every table's maximum
+// declared (MaxTableEntries where the input has none).
+func readTables(p []byte) ([]byte, error) {
 	r := reader{b: p}
 	n := r.count()
+	out := appendU32(nil, n)
+	var total uint64
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		r.u32()
-	}
-	return finished(&r, "function")
-}
-
-func readTables(p []byte) error {
-	r := reader{b: p}
-	n := r.count()
-	for i := uint32(0); i < n && r.err == nil; i++ {
-		if t := r.byte(); t != 0x70 && t != 0x6F {
+		t := r.byte()
+		if t != 0x70 && t != 0x6F {
 			r.unsupported("table type %#x", t)
 		}
-		r.limits()
+		flag, lo, hi, hasMax := r.limitsOf()
+		if r.err != nil {
+			break
+		}
+		if flag > 0x01 {
+			r.fail("table limits flag %#x", flag)
+			break
+		}
+		if !hasMax {
+			hi = MaxTableEntries
+		}
+		if lo > MaxTableEntries || hi > MaxTableEntries {
+			return nil, fmt.Errorf("%w: table %d declares %d entries (at most %d)", ErrLimit, i, max(lo, hi), MaxTableEntries)
+		}
+		if total += uint64(max(lo, hi)); total > MaxTotalTableEntries {
+			return nil, fmt.Errorf("%w: table %d takes the tables past %d entries in total", ErrLimit, i, MaxTotalTableEntries)
+		}
+		out = append(out, t, 0x01)
+		out = appendU32(appendU32(out, lo), hi)
 	}
-	return finished(&r, "table")
+	return out, finished(&r, "table")
 }
 
 func readMemories(p []byte) error {
@@ -370,15 +487,22 @@ func readDataCount(p []byte) error {
 	return finished(&r, "data count")
 }
 
-// appendTypeSection appends a type section holding the input's types
-// (payload, count types) followed by the check function's type [] -> [].
-func appendTypeSection(dst, payload []byte, count uint32) []byte {
-	dst = appendU32(dst, count+1)
+// typeSection returns a type section holding the input's types (payload)
+// followed by the check function's type [] -> [] and the block types of
+// multi-value functions (see blockTypes).
+func (rw *rewriter) typeSection(payload []byte) []byte {
+	dst := appendU32(nil, rw.m.types+1+uint32(len(rw.extraTypes)))
 	if len(payload) > 0 {
 		_, n := readU32(payload)
 		dst = append(dst, payload[n:]...)
 	}
-	return append(dst, 0x60, 0x00, 0x00)
+	dst = append(dst, 0x60, 0x00, 0x00)
+	for _, results := range rw.extraTypes {
+		dst = append(dst, 0x60, 0x00)
+		dst = appendU32(dst, uint32(len(results)))
+		dst = append(dst, results...)
+	}
+	return dst
 }
 
 // appendImportSection appends the input's imports followed by the check
@@ -411,4 +535,29 @@ func appendSection(dst []byte, id byte, payload []byte) []byte {
 func appendName(dst []byte, s string) []byte {
 	dst = appendU32(dst, uint32(len(s)))
 	return append(dst, s...)
+}
+
+// DepthHighWater returns the depth high-water mark of an instance of an
+// instrumented module, in frame units (see MaxDepth), and whether the
+// module has one. The mark is recorded at the checkpoints' calls into the
+// host, so it may lag the deepest point by up to Interval function entries;
+// it is what remains of a call after it returned, when the depth itself is
+// back to zero. wazero keeps the native stack a deep call grew for as long
+// as the instance lives, so an instance whose mark passed a bound should be
+// discarded rather than pooled.
+func DepthHighWater(mod api.Module) (uint32, bool) {
+	g := mod.ExportedGlobal(DepthExport)
+	if g == nil {
+		return 0, false
+	}
+	return uint32(g.Get()), true
+}
+
+// StackLimited reports whether the instance's last call trapped because
+// it passed MaxDepth. The trap itself is a plain unreachable; the entry
+// check records the depth that passed the limit as the high-water mark
+// first, and no other path records a mark above MaxDepth.
+func StackLimited(mod api.Module) bool {
+	hw, ok := DepthHighWater(mod)
+	return ok && hw > MaxDepth
 }

@@ -221,6 +221,11 @@ func TestRefuses(t *testing.T) {
 			sec(secStart, u32(0)), sec(secCode, vec(body(vec(), []byte{end})))), ErrUnsupported},
 		{"global past the counter", withCode([]byte{0x23, 0, 0x1A, end}), ErrMalformed},
 		{"export of the counter", binary(sec(secExport, vec(cat(str("n"), []byte{0x03}, u32(0))))), ErrMalformed},
+		{"reserved export", binary(sec(secType, vec([]byte{0x60, 0, 0})), sec(secFunction, vec(u32(0))),
+			sec(secExport, vec(cat(str(DepthExport), []byte{0x00}, u32(0)))), sec(secCode, vec(body(vec(), []byte{end})))), ErrUnsupported},
+		{"function type out of range", binary(sec(secType, vec([]byte{0x60, 0, 0})), sec(secFunction, vec(u32(1)))), ErrMalformed},
+		{"more bodies than functions", binary(sec(secType, vec([]byte{0x60, 0, 0})), sec(secFunction, vec(u32(0))),
+			sec(secCode, vec(body(vec(), []byte{end}), body(vec(), []byte{end})))), ErrMalformed},
 		{"exceptions", withCode([]byte{0x06, 0x40, end, end}), ErrUnsupported},
 		{"tail call", withCode([]byte{0x12, 0, end}), ErrUnsupported},
 		{"threads", withCode([]byte{0xFE, 0x03, 0x00, end}), ErrUnsupported},
@@ -240,17 +245,22 @@ func TestRefuses(t *testing.T) {
 }
 
 // FuzzInstrument: any input is refused or rewritten without a panic; a
-// rewritten module parses again (up to the import it adds), and a module wazero accepts stays
-// acceptable after the rewrite.
+// rewritten module parses again (up to the import it adds), and a module
+// wazero accepts stays acceptable after the rewrite (the depth wrapper,
+// the bounded tables and the added globals and export included), unless
+// it declares tables past the bounds.
 func FuzzInstrument(f *testing.F) {
 	f.Add(sumModule())
 	f.Add(indicesModule())
 	f.Add(binary())
+	f.Add(recModule())
+	f.Add(mutualModule())
+	f.Add(tableModule(1, -1))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		out, err := Instrument(wasm)
 		if err != nil {
-			if out != nil {
-				t.Fatal("output with an error")
+			if out != nil || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("output %v with the error %q", out != nil, err)
 			}
 			return
 		}

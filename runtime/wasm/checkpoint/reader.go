@@ -95,16 +95,21 @@ func (r *reader) name() string {
 // limits skips table or memory limits: a flag, a minimum and, with flag
 // bit 0, a maximum. Flags past shared memories (64-bit memories) are not
 // run by the sandbox.
-func (r *reader) limits() {
-	flag := r.byte()
+func (r *reader) limits() { r.limitsOf() }
+
+// limitsOf reads table or memory limits and returns them; hasMax reports
+// whether the maximum is declared (flag bit 0).
+func (r *reader) limitsOf() (flag byte, minimum, maximum uint32, hasMax bool) {
+	flag = r.byte()
 	if flag > 0x03 {
 		r.unsupported("limits flag %#x (64-bit memories and tables)", flag)
 		return
 	}
-	r.u32()
+	minimum = r.u32()
 	if flag&1 != 0 {
-		r.u32()
+		maximum, hasMax = r.u32(), true
 	}
+	return
 }
 
 // readU32 decodes an unsigned LEB128 from the start of b and returns its

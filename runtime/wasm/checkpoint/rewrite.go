@@ -4,10 +4,32 @@ import "fmt"
 
 // rewriter holds what every rewritten section needs.
 type rewriter struct {
-	shiftFrom uint32 // function indices >= shiftFrom move up by one
-	checkFunc uint32 // index of the check import
-	counter   uint32 // index of the countdown global
-	check     []byte // the checkpoint sequence, built on first use
+	m          *module
+	shiftFrom  uint32   // function indices >= shiftFrom move up by one
+	checkFunc  uint32   // index of the check import
+	counter    uint32   // index of the countdown global
+	depth      uint32   // index of the call depth global
+	high       uint32   // index of the depth high-water mark global (exported)
+	check      []byte   // the checkpoint sequence, built on first use
+	blockType  [][]byte // per type: the block type of a function body's wrapper
+	extraTypes [][]byte // results of the types added for multi-value wrappers
+}
+
+// blockTypes computes each function type's wrapper block type: empty, its
+// one result, or a new type [] -> results (index first, first+1, …).
+func (rw *rewriter) blockTypes(first uint32) {
+	rw.blockType = make([][]byte, len(rw.m.typeResults))
+	for t, results := range rw.m.typeResults {
+		switch len(results) {
+		case 0:
+			rw.blockType[t] = []byte{0x40}
+		case 1:
+			rw.blockType[t] = results
+		default:
+			rw.blockType[t] = appendS32(nil, int32(first)+int32(len(rw.extraTypes)))
+			rw.extraTypes = append(rw.extraTypes, results)
+		}
+	}
 }
 
 // patcher copies src to out, replacing or inserting at positions the
@@ -21,6 +43,12 @@ type patcher struct {
 func (p *patcher) replaceU32(start, end int, v uint32) {
 	p.out = append(p.out, p.src[p.mark:start]...)
 	p.out = appendU32(p.out, v)
+	p.mark = end
+}
+
+func (p *patcher) replace(start, end int, b []byte) {
+	p.out = append(p.out, p.src[p.mark:start]...)
+	p.out = append(p.out, b...)
 	p.mark = end
 }
 
@@ -48,11 +76,79 @@ func (rw *rewriter) checkpoint() []byte {
 		b = appendS32(b, Interval)      // i32.const Interval
 		b = append(b, 0x24)             //
 		b = appendU32(b, rw.counter)    // global.set $n
+		b = rw.recordHigh(b)            //
 		b = append(b, 0x10)             //
 		b = appendU32(b, rw.checkFunc)  // call $check
 		rw.check = append(b, 0x0B)      // end
 	}
 	return rw.check
+}
+
+// recordHigh appends: if $depth > $high { $high = $depth }. It runs on the
+// slow path of the checkpoint only, so the high-water mark costs nothing
+// per call; it lags the true maximum by at most Interval entries' worth of
+// frame units.
+func (rw *rewriter) recordHigh(b []byte) []byte {
+	b = append(b, 0x23)
+	b = appendU32(b, rw.depth) // global.get $depth
+	b = append(b, 0x23)
+	b = appendU32(b, rw.high)       // global.get $high
+	b = append(b, 0x4B, 0x04, 0x40) // i32.gt_u; if
+	b = append(b, 0x23)
+	b = appendU32(b, rw.depth) // global.get $depth
+	b = append(b, 0x24)
+	b = appendU32(b, rw.high) // global.set $high
+	return append(b, 0x0B)    // end
+}
+
+// enter returns the sequence opening a function body of weight w frame
+// units and wrapper block type bt:
+//
+//	global.get $d; i32.const w; i32.add; global.set $d
+//	global.get $d; i32.const MaxDepth; i32.gt_u
+//	if; global.get $d; global.set $high; unreachable; end
+//	block bt
+//
+// The wrapper block takes over the function's outermost label, so every
+// branch that left the function now reaches leave's decrement; returns
+// are rewritten to branches to it (walk).
+func (rw *rewriter) enter(w uint32, bt []byte) []byte {
+	b := []byte{0x23}
+	b = appendU32(b, rw.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(w))
+	b = append(b, 0x6A, 0x24)
+	b = appendU32(b, rw.depth)
+	b = append(b, 0x23)
+	b = appendU32(b, rw.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, MaxDepth)
+	b = append(b, 0x4B, 0x04, 0x40, 0x23)
+	b = appendU32(b, rw.depth)
+	b = append(b, 0x24)
+	b = appendU32(b, rw.high)
+	b = append(b, 0x00, 0x0B, 0x02)
+	return append(b, bt...)
+}
+
+// leave returns the sequence closing a function body of weight w, after
+// the input's final end (which now closes the wrapper block):
+//
+//	global.get $d; i32.const w; i32.sub; global.set $d; end
+func (rw *rewriter) leave(w uint32) []byte {
+	b := []byte{0x23}
+	b = appendU32(b, rw.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(w))
+	b = append(b, 0x6B, 0x24)
+	b = appendU32(b, rw.depth)
+	return append(b, 0x0B)
+}
+
+// frameWeight is the number of frame units a function holding params
+// parameters and locals locals counts for (see MaxDepth).
+func frameWeight(params uint32, locals uint64) uint32 {
+	return 1 + uint32((uint64(params)+locals)/FrameUnitLocals)
 }
 
 // funcIndex reads a function index and shifts it past the new import.
@@ -80,7 +176,7 @@ func (rw *rewriter) funcIndexVec(r *reader, p *patcher) {
 func (rw *rewriter) globalSection(payload []byte) ([]byte, error) {
 	var out []byte
 	if len(payload) == 0 {
-		out = appendU32(nil, 1)
+		out = appendU32(nil, 3)
 	} else {
 		r := reader{b: payload}
 		n := r.count()
@@ -95,25 +191,52 @@ func (rw *rewriter) globalSection(payload []byte) ([]byte, error) {
 		if err := finished(&r, "global"); err != nil {
 			return nil, err
 		}
-		if n == ^uint32(0) {
+		if n > ^uint32(0)-3 {
 			return nil, fmt.Errorf("%w: too many globals", ErrMalformed)
 		}
 		body := p.finish()
 		_, k := readU32(body)
-		out = appendU32(nil, n+1)
+		out = appendU32(nil, n+3)
 		out = append(out, body[k:]...)
 	}
-	out = append(out, 0x7F, 0x01, 0x41) // i32, mutable, i32.const
+	out = append(out, 0x7F, 0x01, 0x41) // $n: i32, mutable, i32.const
 	out = appendS32(out, Interval)
-	return append(out, 0x0B), nil
+	out = append(out, 0x0B)
+	out = append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B)       // $depth = 0
+	return append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B), nil // $high = 0
 }
 
+// exportSection shifts the exported function indices and adds the export
+// of the depth high-water mark (DepthExport).
 func (rw *rewriter) exportSection(payload []byte) ([]byte, error) {
+	var n uint32
+	var body []byte
+	if len(payload) > 0 {
+		var err error
+		if n, body, err = rw.exports(payload); err != nil {
+			return nil, err
+		}
+		if n == ^uint32(0) {
+			return nil, fmt.Errorf("%w: too many exports", ErrMalformed)
+		}
+		_, k := readU32(body)
+		body = body[k:]
+	}
+	out := appendU32(nil, n+1)
+	out = append(out, body...)
+	out = appendName(out, DepthExport)
+	out = append(out, 0x03)
+	return appendU32(out, rw.high), nil
+}
+
+func (rw *rewriter) exports(payload []byte) (uint32, []byte, error) {
 	r := reader{b: payload}
 	p := patcher{src: payload}
 	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		r.name()
+		if name := r.name(); name == DepthExport {
+			return 0, nil, fmt.Errorf("%w: the module exports the reserved name %q", ErrUnsupported, DepthExport)
+		}
 		switch kind := r.byte(); kind {
 		case 0x00:
 			rw.funcIndex(&r, &p)
@@ -125,7 +248,7 @@ func (rw *rewriter) exportSection(payload []byte) ([]byte, error) {
 			r.u32()
 		}
 	}
-	return p.finish(), finished(&r, "export")
+	return n, p.finish(), finished(&r, "export")
 }
 
 func (rw *rewriter) elementSection(payload []byte) ([]byte, error) {
@@ -181,17 +304,27 @@ func (rw *rewriter) codeSection(payload []byte) ([]byte, error) {
 			// wazero allocates the declared locals up front.
 			b.unsupported("%d locals in one function (at most %d)", locals, MaxLocals)
 		}
+		if i >= uint32(len(rw.m.funcTypes)) && b.err == nil {
+			b.fail("more function bodies than functions")
+		}
+		if b.err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, b.err)
+		}
+		t := rw.m.funcTypes[i]
+		w := frameWeight(rw.m.typeParams[t], locals)
+		entry := rw.enter(w, rw.blockType[t])
 		// A body that opens with a loop gets its entry check from the
 		// loop header's (Go's wasm code generator opens every function
 		// with its resumption loop): one check per call instead of two.
-		if b.err == nil && (b.off >= len(body) || body[b.off] != 0x03) {
-			p.insert(b.off, rw.checkpoint())
+		if b.off >= len(body) || body[b.off] != 0x03 {
+			entry = append(entry, rw.checkpoint()...)
 		}
+		p.insert(b.off, entry)
 		rw.walk(&b, &p, true)
 		if err := finished(&b, "function body"); err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
-		nb := p.finish()
+		nb := append(p.finish(), rw.leave(w)...)
 		out = appendU32(out, uint32(len(nb)))
 		out = append(out, nb...)
 	}
@@ -322,8 +455,14 @@ func (rw *rewriter) walk(r *reader, p *patcher, code bool) {
 			if code && r.err == nil {
 				p.insert(r.off, rw.checkpoint())
 			}
-		case op <= 0x01, op == 0x05, op == 0x0F, op == 0x1A, op == 0x1B, op == 0xD1:
-			// unreachable, nop, else, return, drop, select, ref.is_null
+		case op == 0x0F: // return
+			if code {
+				// A branch to the wrapper block (see enter), so that the
+				// depth is decremented on the way out.
+				p.replace(r.off-1, r.off, appendU32([]byte{0x0C}, uint32(depth)))
+			}
+		case op <= 0x01, op == 0x05, op == 0x1A, op == 0x1B, op == 0xD1:
+			// unreachable, nop, else, drop, select, ref.is_null
 		case op == 0x0C || op == 0x0D: // br, br_if
 			r.u32()
 		case op == 0x0E: // br_table
