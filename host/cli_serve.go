@@ -84,6 +84,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		AllowedOrigins: cfg.Server.AllowedOrigins,
 		TLS:            tlsCfg != nil,
 		Logger:         log,
+		Status:         extensionStatus(h.extOrder),
 	})
 	srv.SetReady()
 	// Tests and scripts read this line to learn the address (--listen :0).

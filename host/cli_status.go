@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,7 +72,47 @@ func cliStatus(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		fmt.Fprintf(env.stdout, "provider %s (%s) health=%s models=%v\n", pr.ID, pr.Vendor, health, pr.Models)
 	}
+	st, err := cliFetchStatus(ctx, hc, url, token)
+	if err != nil {
+		return env.failf("status", "%s%s: %v", strings.TrimSuffix(url, "/"), StatusPath, err)
+	}
+	fmt.Fprintf(env.stdout, "runs     running=%d subjects=%d max=%d per-subject=%d\n",
+		st.Runs.Running, st.Runs.Subjects, st.Runs.MaxConcurrent, st.Runs.MaxPerSubject)
+	for _, x := range st.Extensions {
+		capText := "none"
+		if x.Cap > 0 {
+			capText = fmt.Sprintf("%d (reserved %d)", x.Cap, x.Reserved)
+		}
+		fmt.Fprintf(env.stdout, "extension %s@%s (%s) live=%d idle=%d in-use=%d warm=%d idle-ms=%d cap=%s\n",
+			x.ID, x.Version, x.Kind, x.Live, x.Idle, x.InUse, x.Warm, x.IdleMs, capText)
+	}
 	return cliExitOK
+}
+
+// cliFetchStatus reads the host's status endpoint.
+func cliFetchStatus(ctx context.Context, hc *http.Client, url, token string) (*HostStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+StatusPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	var st HostStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, fmt.Errorf("status body: %w", err)
+	}
+	return &st, nil
 }
 
 // cliDoctor is `adhost doctor`: checks of a configuration without serving

@@ -115,6 +115,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/providers", s.serveProvidersCached},
 		{http.MethodGet, "/v1/providers?refresh=true", s.serveProvidersRefresh},
 		{http.MethodPost, "/v1/runs", s.serveRun},
+		{http.MethodGet, StatusPath, s.serveStatus},
 	}
 }
 

@@ -54,6 +54,9 @@ type ServerOptions struct {
 	Logger *slog.Logger
 	// HeartbeatInterval overrides DefaultHeartbeat (tests).
 	HeartbeatInterval time.Duration
+	// Status reports the extensions for the status endpoint
+	// (StatusPath); nil: an empty list.
+	Status StatusFunc
 }
 
 // Host states (wire-core §1.2 step 2).
@@ -73,6 +76,7 @@ type Server struct {
 	log       *slog.Logger
 	heartbeat time.Duration
 	router    *mux.Router // steps 7–8 of the pipeline: routes, after auth
+	status    StatusFunc
 
 	state atomic.Int32
 	tls   atomic.Bool
@@ -94,6 +98,7 @@ func NewServer(opts ServerOptions) *Server {
 		origins:   make(map[string]bool, len(opts.AllowedOrigins)),
 		log:       opts.Logger,
 		heartbeat: opts.HeartbeatInterval,
+		status:    opts.Status,
 	}
 	for _, o := range opts.AllowedOrigins {
 		s.origins[o] = true

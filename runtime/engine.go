@@ -404,3 +404,17 @@ func newUUID() string {
 	hex.Encode(s[24:], b[10:])
 	return string(s[:])
 }
+
+// AdmissionStats is a snapshot of the engine's admission.
+type AdmissionStats struct {
+	Running, MaxConcurrent, MaxPerSubject int
+	// Subjects is the number of subjects with a running run.
+	Subjects int
+}
+
+// Admission reports the engine's admission state (for status pages).
+func (e *Engine) Admission() AdmissionStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return AdmissionStats{Running: e.running, MaxConcurrent: e.maxRunning, MaxPerSubject: e.maxSubject, Subjects: len(e.perSubject)}
+}

@@ -162,16 +162,16 @@ type SecretRef struct {
 
 // Defaults (host-config.md §2, wire-core §8.1).
 const (
-	DefaultListen           = "127.0.0.1:7433"
-	DefaultStorePath        = "data"
-	MaxSteps                = 64
-	MaxOutputTokens         = 65536
-	DefaultConcurrentRuns   = 32
-	MaxConcurrentRuns       = 10000 // runtime.MaxConcurrentLimit
-	DefaultPerSubject       = 4
-	MaxInstances            = 10000
-	MaxInstanceIdleMs int64 = 86_400_000
-	MaxIdleTimeoutMs  int64 = 2147483647
+	DefaultListen               = "127.0.0.1:7433"
+	DefaultStorePath            = "data"
+	MaxSteps                    = 64
+	MaxOutputTokens             = 65536
+	DefaultConcurrentRuns       = 32
+	MaxConcurrentRuns           = 10000 // runtime.MaxConcurrentLimit
+	DefaultPerSubject           = 4
+	MaxInstances                = 10000
+	MaxInstanceIdleMs     int64 = 86_400_000
+	MaxIdleTimeoutMs      int64 = 2147483647
 )
 
 func defaults() File {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -310,6 +311,15 @@ func (p *pool) reap() {
 	p.mu.Unlock()
 	for _, inst := range old {
 		inst.close(context.Background())
+	}
+	if len(old) > 0 {
+		// A reap follows a burst, and an idle host may not allocate
+		// enough to start a collection for minutes (the runtime forces
+		// one every two), after which the scavenger returns freed pages
+		// only gradually. Reaps are rare (one per idle period, and only
+		// after load fell), so give the closed instances' host memory
+		// back now: that is what the operator's poolSize promises.
+		debug.FreeOSMemory()
 	}
 	if next > 0 {
 		time.AfterFunc(next, p.reap)
