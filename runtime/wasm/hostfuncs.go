@@ -144,7 +144,11 @@ func hostOutput(ctx context.Context, mod api.Module, stack []uint64) {
 	if n > abi.MaxOutputBytes {
 		cs.trapWith(errOutputTooLarge)
 	}
-	cs.output = append(cs.output[:0], guestBytes(cs, mod, ptr, n)...)
+	data := guestBytes(cs, mod, ptr, n)
+	if cs.leaked(data) {
+		return // not delivered: the call fails (redact.go)
+	}
+	cs.output = append(cs.output[:0], data...)
 }
 
 func hostCancelled(ctx context.Context, _ api.Module, stack []uint64) {
@@ -174,6 +178,9 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	stack[0] = 0
+	if cs.leaked(payload) {
+		return // not delivered: the call fails (redact.go)
+	}
 	switch cs.op {
 	case abi.OpComplete:
 		switch kind {
@@ -242,6 +249,9 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	msg := guestBytes(cs, mod, uint32(stack[1]), uint32(stack[2]))
 	if !cs.x.log.Enabled(ctx, level) {
 		return
+	}
+	if cs.leaks(msg) {
+		return // dropped: it carries an injected credential (redact.go)
 	}
 	if len(msg) > maxLogLine {
 		msg = msg[:maxLogLine]

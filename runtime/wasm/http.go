@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -47,6 +48,8 @@ type netPolicy struct {
 	// lower-case name allocates, on every request.
 	static []headerField
 	creds  []credHeader
+	// red is the redactor of the values injected last (redactorFor).
+	red atomic.Pointer[redactor]
 }
 
 // credHeader is a credential slot bound to its resolver.
@@ -172,6 +175,9 @@ func publicAddr(a netip.Addr) bool {
 type httpHandle struct {
 	resp   *http.Response
 	stream bool
+	// scrub reads the body when the request carried a credential
+	// (scrub.red != nil): it masks the injected values (redact.go).
+	scrub  scrubReader
 	head   []byte // HTTPResponse JSON, built on first use
 	read   int64  // raw body bytes read
 	events *sse.Reader
@@ -197,10 +203,23 @@ var handlePool = sync.Pool{New: func() any { return new(httpHandle) }}
 // collector instead of pinning them in the pool.
 const maxPooledHandleBytes = 64 << 10
 
-func newHandle(resp *http.Response, stream bool) *httpHandle {
+func newHandle(resp *http.Response, stream bool, red *redactor) *httpHandle {
 	h := handlePool.Get().(*httpHandle)
 	h.resp, h.stream = resp, stream
+	if red != nil {
+		h.scrub.reset(resp.Body, red)
+		red.scrubHeader(resp.Header)
+	}
 	return h
+}
+
+// readBody reads the response body, masked when the request carried a
+// credential. Every guest-visible read of the body goes through it.
+func (h *httpHandle) readBody(p []byte) (int, error) {
+	if h.scrub.red != nil {
+		return h.scrub.Read(p)
+	}
+	return h.resp.Body.Read(p)
 }
 
 // close ends the request and recycles the handle; the caller has removed
@@ -219,7 +238,9 @@ func (h *httpHandle) close() {
 			spare = nil
 		}
 	}
+	h.scrub.reset(nil, nil)
 	*h = httpHandle{
+		scrub: h.scrub,
 		head:  keepSmall(h.head),
 		frame: keepSmall(h.frame),
 		buf:   keepSmall(h.buf),
@@ -383,13 +404,20 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 		if manifest.ReservedHeader(h.name) {
 			continue // credentials and hop-by-hop headers are the host's
 		}
-		set(http.CanonicalHeaderKey(h.name), h.value)
+		name := http.CanonicalHeaderKey(h.name)
+		if len(np.creds) > 0 && unscrubbable[name] {
+			continue
+		}
+		set(name, h.value)
 	}
 	for _, h := range np.static {
 		set(h.name, h.value)
 	}
 	// Credentials go only to the manifest's origins and the operator's
-	// endpoint: every request that got here is to one of them.
+	// endpoint: every request that got here is to one of them. The values
+	// sent are masked in the response (redact.go).
+	var injected [4]string
+	secrets := injected[:0]
 	for _, c := range np.creds {
 		secret, err := c.get(cs.ctx)
 		if err != nil {
@@ -405,7 +433,12 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 			return abi.ErrNetwork
 		}
 		set(c.header, c.prefix+secret)
+		if secret != "" {
+			secrets = append(secrets, secret)
+		}
 	}
+	red := np.redactorFor(secrets)
+	cs.secrets.add(red)
 	resp, err := np.client.Do(hreq)
 	if err != nil {
 		return cs.netErrno(err)
@@ -416,7 +449,28 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 		resp.Body.Close()
 		return abi.ErrRedirect
 	}
-	return abi.Errno(cs.inst.handles.add(newHandle(resp, req.stream)))
+	if red != nil && !scrubbableEncoding(resp.Header) {
+		resp.Body.Close()
+		cs.x.log.Warn("extension response refused: content encoding not decoded by the host")
+		return abi.ErrNetwork
+	}
+	return abi.Errno(cs.inst.handles.add(newHandle(resp, req.stream, red)))
+}
+
+// unscrubbable are the guest headers a request that carries a credential
+// goes without, because the response they ask for hides an echoed
+// credential from the host's masking (redact.go): a compressed body the
+// guest would inflate itself (the transport still asks for gzip and
+// decodes it), or a range that cuts a value into pieces that are each no
+// whole occurrence.
+var unscrubbable = map[string]bool{"Accept-Encoding": true, "Range": true, "If-Range": true}
+
+// scrubbableEncoding reports whether the body the transport hands over is
+// plain: it decodes the gzip it asked for itself and drops the header, so
+// a Content-Encoding left is one the host cannot look into.
+func scrubbableEncoding(h http.Header) bool {
+	ce := h["Content-Encoding"]
+	return len(ce) == 0 || (len(ce) == 1 && (ce[0] == "" || strings.EqualFold(ce[0], "identity")))
 }
 
 func validHeaderValue(v string) bool {
@@ -479,7 +533,7 @@ func hostHTTPRead(ctx context.Context, mod api.Module, stack []uint64) {
 	if cap(h.buf) < n {
 		h.buf = make([]byte, n)
 	}
-	got, err := h.resp.Body.Read(h.buf[:n])
+	got, err := h.readBody(h.buf[:n])
 	h.read += int64(got)
 	if h.read > h.bodyLimit() {
 		stack[0] = errno64(abi.ErrLimit)
@@ -505,7 +559,7 @@ type limitedBody struct {
 }
 
 func (l limitedBody) Read(p []byte) (int, error) {
-	n, err := l.h.resp.Body.Read(p)
+	n, err := l.h.readBody(p)
 	l.h.read += int64(n)
 	if l.h.read > l.h.bodyLimit() {
 		return n, errLimit

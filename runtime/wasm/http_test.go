@@ -1,8 +1,10 @@
 package wasm
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -156,5 +158,152 @@ func TestPublicAddr(t *testing.T) {
 	// IPv4-mapped loopback is caught after Unmap.
 	if publicAddr(netip.MustParseAddr("::ffff:127.0.0.1").Unmap()) {
 		t.Error("mapped loopback is public")
+	}
+}
+
+// echoUpstream is a declared endpoint that hands the request's headers
+// back every way a server might: as response headers, in a JSON body, in
+// base64, and as a stream of events flushed byte by byte so that each
+// value is split across many reads.
+func echoUpstream(t *testing.T) (*httptest.Server, *x509.CertPool) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
+		for k, vs := range r.Header {
+			w.Header()["X-Echo-"+k] = vs
+		}
+		// In a name too (the client canonicalises its case).
+		w.Header().Set("X-Token-"+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "1")
+		b, _ := json.Marshal(map[string]any{
+			"headers": r.Header,
+			"base64":  base64.StdEncoding.EncodeToString([]byte(r.Header.Get("Authorization"))),
+		})
+		// PHP's json_encode escapes '/' and leaves HTML characters.
+		b = append(b[:len(b)-1], `,"php":"`+strings.ReplaceAll(r.Header.Get("X-Api-Key"), "/", `\/`)+`"}`...)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Range") == "bytes=2-" {
+			b = b[2:]
+		}
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			zw.Write(b)
+			zw.Close()
+			return
+		}
+		w.Write(b)
+	})
+	mux.HandleFunc("/br", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "br") // not asked for, not decoded
+		w.Write([]byte(r.Header.Get("Authorization")))
+	})
+	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		auth, _ := json.Marshal(r.Header.Get("Authorization"))
+		stream := "event: " + r.Header.Get("X-Api-Key") + "\n" +
+			"data: {\"auth\":" + string(auth) + "}\n\n" +
+			"data: " + r.Header.Get("X-Api-Key") + "\n" + "data: " + r.Header.Get("Authorization") + "\n\n"
+		for i := range len(stream) {
+			w.Write([]byte{stream[i]})
+			w.(http.Flusher).Flush()
+		}
+	})
+	srv := httptest.NewTLSServer(mux)
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	return srv, roots
+}
+
+// TestCredentialsNeverComeBack: whatever a declared endpoint echoes, the
+// guest never reads an injected credential (http_head, http_read,
+// http_next_event), and a result or event that carries one anyway fails
+// the call; no log line carries one either.
+func TestCredentialsNeverComeBack(t *testing.T) {
+	const (
+		apiKey = "sk-echo-0123456789abcdefABCDEF"
+		orgKey = "org/<key>&42-secret" // characters JSON encoders escape
+	)
+	srv, roots := echoUpstream(t)
+	e := loadGuest(t, "echo", "echoback", "1.0.0", Options{RootCAs: roots})
+	p := newProvider(t, e, InstanceConfig{
+		Settings: json.RawMessage(`{"endpoint":"` + srv.URL + `"}`),
+		Secrets: map[string]func(context.Context) (string, error){
+			"api_key": func(context.Context) (string, error) { return apiKey, nil },
+			"org_key": func(context.Context) (string, error) { return orgKey, nil },
+		},
+	})
+	// leaked returns the first piece of a credential in s: pieces that no
+	// encoding above changes, and the middle of the base64 echo.
+	b64 := base64.StdEncoding.EncodeToString([]byte("Bearer " + apiKey))
+	pieces := []string{apiKey[3 : len(apiKey)-3], "42-secret", b64[12 : len(b64)-8]}
+	leaked := func(s string) string {
+		for _, f := range pieces {
+			if strings.Contains(s, f) {
+				return f
+			}
+		}
+		return ""
+	}
+	for _, tc := range []struct{ name, in, want string }{
+		{"headers and JSON body", "read:" + srv.URL + "/headers", `"x-echo-authorization":"Bearer ` + stars(apiKey) + `"`},
+		{"body in base64", "read:" + srv.URL + "/headers", `"base64":"`},
+		{"header names", "read:" + srv.URL + "/headers", `"x-token-` + stars(apiKey) + `":"1"`},
+		{"events split across reads", "events:" + srv.URL + "/sse", stars(orgKey) + `={"auth":"Bearer ` + stars(apiKey) + `"};`},
+		{"event data lines", "events:" + srv.URL + "/sse", "message=" + stars(orgKey) + "\nBearer " + stars(apiKey) + ";eof"},
+		{"stream read raw", "read:" + srv.URL + "/sse", "data: " + stars(orgKey) + "\ndata: Bearer " + stars(apiKey)},
+		// The guest's own Accept-Encoding and Range are dropped: the
+		// transport asks for gzip and inflates it, the range is whole.
+		{"compressed and ranged", "read-gzip:" + srv.URL + "/headers", "\n" + `{"base64":"QmVhcmVyIHNr*`},
+		{"undecoded encoding", "read:" + srv.URL + "/br", "errno:-3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &sink{}
+			out, err := p.Complete(t.Context(), input(tc.in), s)
+			if err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			if !strings.Contains(out.Text, tc.want) {
+				t.Errorf("guest read %q, want it to contain %q", out.Text, tc.want)
+			}
+			if f := leaked(out.Text); f != "" {
+				t.Errorf("the guest read %q: %s", f, out.Text)
+			}
+			if f := leaked(s.text()); f != "" {
+				t.Errorf("an event carries %q", f)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     protocol.Code
+	}{
+		{"result", "leak-output:" + apiKey, protocol.CodeInvalidProviderResult},
+		{"result, JSON-escaped", "leak-output:" + orgKey, protocol.CodeInvalidProviderResult},
+		{"event", "leak-emit:" + apiKey, protocol.CodeInvalidProviderResult},
+		{"event, JSON-escaped", "leak-emit:x " + orgKey + " y", protocol.CodeInvalidProviderResult},
+		{"no credential", "leak-output:sk-echo-", ""},
+		{"log line", "leak-log:" + apiKey, ""}, // dropped: see the check of the logs below
+	} {
+		t.Run("guest puts it in a "+tc.name, func(t *testing.T) {
+			s := &sink{}
+			out, err := p.Complete(t.Context(), input(tc.in), s)
+			if got := protocol.CodeOf(err); got != tc.want {
+				t.Fatalf("code %q (%v), want %q", got, err, tc.want)
+			}
+			if err != nil && leaked(err.Error()) != "" {
+				t.Errorf("error carries a credential: %v", err)
+			}
+			if out != nil && leaked(out.Text) != "" {
+				t.Errorf("result delivered: %q", out.Text)
+			}
+			if f := leaked(s.text()); f != "" {
+				t.Errorf("event delivered: %q", f)
+			}
+		})
+	}
+	// Every line, debug included.
+	if f := leaked(e.logs.String()); f != "" {
+		t.Errorf("a log line carries %q:\n%s", f, e.logs.String())
 	}
 }

@@ -76,6 +76,9 @@ type callState struct {
 	// environment variable, an empty file): the host, not the guest, then
 	// knows why the call failed (AUTH_REQUIRED).
 	noCredential bool
+	// secrets are the values injected into the call's requests, which
+	// its results and events must not carry (redact.go).
+	secrets secretSet
 
 	streamed     int // bytes of text streamed
 	streamedHash maphash.Hash
