@@ -51,7 +51,16 @@ func (inst *instance) withLinearMemory(ctx context.Context) context.Context {
 // Free only drops the pages (MADV_DONTNEED: the RSS goes back to the OS
 // immediately, a late access reads zeros instead of faulting) and the
 // address range is unmapped by a cleanup once the instance is unreachable.
-// The same cleanup unmaps a memory whose module was never closed.
+// The same cleanup unmaps a memory whose module was never closed (wazero
+// does not close a module whose instantiation failed).
+//
+// Unmapping at once relies on no call starting on a closed module: wazero
+// does not check (without WithCloseOnContextDone), and with its default
+// memory such a call would run on the old slice instead of faulting. Only
+// Extension.Close gives up on calls in flight; a call that had taken an
+// instance but not yet entered run would then fault. run refusing a
+// closed module after it sets cur closes that gap (Go's atomics are
+// sequentially consistent: either Free sees cur or run sees the close).
 type reservedMemory struct {
 	inst *instance // whose call, if any, may still touch the memory
 
