@@ -85,6 +85,11 @@ type CompleteInput struct {
 	Native json.RawMessage `json:"native,omitempty"`
 	// Step is the 1-based model step of the run.
 	Step int `json:"step"`
+	// Buffered tells the adapter that nothing consumes this turn's text
+	// as it streams (a JSON-mode run without an idle timeout): it may ask
+	// its vendor for the whole answer at once instead of a stream. Text
+	// emitted anyway is accepted as usual.
+	Buffered bool `json:"buffered,omitempty"`
 }
 
 // CompleteOutput is OpComplete's result.

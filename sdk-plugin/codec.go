@@ -64,6 +64,18 @@ func decodeInt(v jsonscan.Value, dst *int) error {
 	return nil
 }
 
+func decodeBool(v jsonscan.Value, dst *bool) error {
+	if !v.Exists() || v.IsNull() {
+		return nil
+	}
+	x, err := v.Bool()
+	if err != nil {
+		return err
+	}
+	*dst = x
+	return nil
+}
+
 // decodeRaw sets dst to the value's bytes, a view of the call's own copy
 // of the input (see readInput), with its capacity cut so that an append
 // cannot overwrite what follows.
@@ -144,6 +156,8 @@ func decodeCompleteInput(data []byte, in *abi.CompleteInput) error {
 			decodeRaw(d.Value(), &in.Native)
 		case "step":
 			field, err = "step", decodeInt(d.Value(), &in.Step)
+		case "buffered":
+			field, err = "buffered", decodeBool(d.Value(), &in.Buffered)
 		default:
 			d.Skip()
 		}

@@ -58,12 +58,11 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 		reqBuf.Store(bp)
 		return nil, &sdk.Error{Code: sdk.CodeInternalError, Message: "build request: " + err.Error()}
 	}
-	resp, err := c.HTTP(&abi.HTTPRequest{
-		Method:  "POST",
-		URL:     cfg.chatURL,
-		Headers: chatHeaders,
-		Stream:  true,
-	}, body)
+	hr := &abi.HTTPRequest{Method: "POST", URL: cfg.chatURL, Headers: chatHeaders, Stream: true}
+	if in.Buffered {
+		hr.Headers, hr.Stream = jsonHeaders, false
+	}
+	resp, err := c.HTTP(hr, body)
 	if cap(body) <= maxKeptBuffer {
 		*bp = body // the host copied it: free for the next turn
 	}
@@ -154,6 +153,12 @@ var chatHeaders = map[string]string{
 	"accept":       "text/event-stream",
 }
 
+// jsonHeaders are the headers of a buffered turn (one JSON answer).
+var jsonHeaders = map[string]string{
+	"content-type": "application/json",
+	"accept":       "application/json",
+}
+
 // transportError maps a host refusal or failure of an HTTP request.
 // midStream reports that the response had started: a network failure then
 // cut the stream short.
@@ -204,87 +209,6 @@ func retryAfterMs(h map[string]string) int64 {
 		return int64(v * 1000)
 	}
 	return 0
-}
-
-// completion is a non-streamed chat.completion (decoded once per turn).
-type completion struct {
-	Choices []struct {
-		Index   int `json:"index"`
-		Message struct {
-			Content   *string `json:"content"`
-			Refusal   *string `json:"refusal"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string          `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage json.RawMessage `json:"usage"`
-}
-
-func completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
-	b, err := resp.ReadAll(abi.MaxResponseBytes)
-	if err != nil {
-		return nil, transportError(err, true)
-	}
-	var cp completion
-	if err := json.Unmarshal(b, &cp); err != nil || len(cp.Choices) == 0 || cp.Choices[0].FinishReason == nil {
-		return nil, invalid("completion body is not a chat.completion")
-	}
-	ch := &cp.Choices[0]
-	if ch.Message.Refusal != nil && *ch.Message.Refusal != "" {
-		return nil, &sdk.Error{Code: sdk.CodeProviderRefusal, Message: "model refused"}
-	}
-	// Replay it through the stream state so both paths share the rules.
-	st := &turnStream{out: c, done: true, finish: *ch.FinishReason}
-	if ch.Message.Content != nil && *ch.Message.Content != "" {
-		st.text = []byte(*ch.Message.Content)
-		if c.EmitText(*ch.Message.Content) {
-			return nil, sdk.ErrCancelled
-		}
-	}
-	for _, tc := range ch.Message.ToolCalls {
-		args := []byte(tc.Function.Arguments)
-		var s string
-		if json.Unmarshal(args, &s) == nil {
-			args = []byte(s)
-		}
-		st.calls = append(st.calls, &toolCall{id: tc.ID, name: tc.Function.Name, args: args})
-	}
-	if len(cp.Usage) > 0 && string(cp.Usage) != "null" {
-		var u struct {
-			Prompt     *int64 `json:"prompt_tokens"`
-			Completion *int64 `json:"completion_tokens"`
-			PD         *struct {
-				Cached *int64 `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-			CD *struct {
-				Reasoning *int64 `json:"reasoning_tokens"`
-			} `json:"completion_tokens_details"`
-		}
-		if json.Unmarshal(cp.Usage, &u) != nil {
-			return nil, invalid("usage is not an object")
-		}
-		st.usage = &abi.Usage{InputTokens: nonNeg(u.Prompt), OutputTokens: nonNeg(u.Completion)}
-		if u.PD != nil {
-			st.usage.CachedInputTokens = nonNeg(u.PD.Cached)
-		}
-		if u.CD != nil {
-			st.usage.ReasoningTokens = nonNeg(u.CD.Reasoning)
-		}
-	}
-	return st.result()
-}
-
-func nonNeg(p *int64) *int64 {
-	if p == nil || *p < 0 {
-		return nil
-	}
-	return p
 }
 
 // Inspect reads GET {endpoint}models: read-only, never generates. OpenAI

@@ -124,9 +124,16 @@ func appendRequest(dst []byte, cfg *config, in *abi.CompleteInput) ([]byte, erro
 		}
 		b = append(b, ']')
 	}
-	b = append(b, `,"stream":true`...)
-	if cfg.includeUsage {
-		b = append(b, `,"stream_options":{"include_usage":true}`...)
+	if in.Buffered {
+		// Nothing reads the text as it arrives: one JSON answer costs
+		// the sandbox far less than a stream of chunks (and usage comes
+		// with it).
+		b = append(b, `,"stream":false`...)
+	} else {
+		b = append(b, `,"stream":true`...)
+		if cfg.includeUsage {
+			b = append(b, `,"stream_options":{"include_usage":true}`...)
+		}
 	}
 	if in.MaxOutputTokens > 0 {
 		if cfg.maxTokensField == maxTokens {
