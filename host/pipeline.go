@@ -137,29 +137,26 @@ func (endpoint) ServeHTTP(http.ResponseWriter, *http.Request) {
 	panic("host: an endpoint was served outside the request pipeline")
 }
 
-// newRouter builds the gorilla/mux router of a route table. It neither
-// cleans nor decodes paths (SkipClean, UseEncodedPath: "/v1//runs",
-// "/v1/runs/../runs" and "/v1/%72uns" are unknown, never redirected or
-// unescaped) and mux matches the method and the escaped path exactly
-// (Path with a literal template is an anchored regexp; no StrictSlash).
-// What mux's parsed view of the URL cannot tell apart — the query byte for
-// byte ("?refresh=true&x=1", a bare "?"), and an absolute-form or "*"
-// target whose path looks right — is left to exactTarget, the first
-// matcher of every route: it compares the raw RequestURI with the table's
-// target, so it is also what makes a mismatching route cost one string
-// comparison rather than a regexp. Unmatched requests, wrong method
-// included, get notFound: §1.1 answers both with 404 NOT_FOUND (so no 405
-// and no Allow header).
+// newRouter builds the gorilla/mux router of a route table. A route
+// matches when the raw request target is byte for byte its target
+// (exactTarget: §1.1's rule, query included, which mux's parsed view of the
+// URL cannot express — it would accept "?refresh=true&x=1", a bare "?", or
+// an absolute-form target whose path looks right) and the method is its
+// method. There is no Path matcher: on literal paths it would only re-check
+// what exactTarget decided, with two regexp runs per request. SkipClean and
+// UseEncodedPath keep mux itself from ever cleaning (a 301 for "//" or
+// "..") or decoding a path, should a Path route or ServeHTTP be added.
+// Unmatched requests, wrong method included, get notFound: §1.1 answers
+// both with 404 NOT_FOUND (so no 405 and no Allow header).
 func newRouter(routes []route, notFound http.Handler) *mux.Router {
 	rt := mux.NewRouter().SkipClean(true).UseEncodedPath()
 	rt.NotFoundHandler = notFound
 	rt.MethodNotAllowedHandler = notFound
 	for _, e := range routes {
-		path, _, _ := strings.Cut(e.target, "?")
-		m := rt.NewRoute().MatcherFunc(exactTarget(e.target)).Methods(e.method).Path(path).Handler(e.serve)
-		if err := m.GetError(); err != nil {
-			panic(fmt.Sprintf("host: route %s %s: %v", e.method, e.target, err))
+		if !strings.HasPrefix(e.target, "/") {
+			panic(fmt.Sprintf("host: route %s %q: not an origin-form target", e.method, e.target))
 		}
+		rt.NewRoute().MatcherFunc(exactTarget(e.target)).Methods(e.method).Handler(e.serve)
 	}
 	return rt
 }
