@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -571,33 +570,16 @@ func TestCLIRunInterrupt(t *testing.T) {
 	}
 }
 
-// cliTestBinary is $ADHOST_BIN, else the adhost command built once into
-// a temporary directory.
+// cliTestBinary is $ADHOST_BIN, else the adhost command built into the
+// test's temporary directory.
 func cliTestBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("ADHOST_BIN"); bin != "" {
 		return bin
 	}
-	cliBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "adhost-cli-test")
-		if err != nil {
-			cliBinErr = err
-			return
-		}
-		cliBinPath = filepath.Join(dir, "adhost")
-		out, err := exec.Command("go", "build", "-o", cliBinPath, "adhost/host/cmd/adhost").CombinedOutput()
-		if err != nil {
-			cliBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if cliBinErr != nil {
-		t.Fatal(cliBinErr)
+	bin := filepath.Join(t.TempDir(), "adhost")
+	if out, err := exec.Command("go", "build", "-o", bin, "adhost/host/cmd/adhost").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return cliBinPath
+	return bin
 }
-
-var (
-	cliBinOnce sync.Once
-	cliBinPath string
-	cliBinErr  error
-)
