@@ -206,28 +206,29 @@ func cliRunSummary(res *protocol.RunResult) string {
 	return s
 }
 
-// cliRunFailed is cliRunFailedAt for a caller that does not pass the base
-// URL: a transport failure names the request's URL instead.
-func cliRunFailed(env *cliEnv, err error) int { return cliRunFailedAt(env, "", err) }
+// cliRunFailedAt prints why a client call of `adhost run` failed (see
+// cliClientFailed).
+func cliRunFailedAt(env *cliEnv, base string, err error) int { return cliClientFailed(env, "run", base, err) }
 
-// cliRunFailedAt prints why a client call failed: the wire code and
-// message of an answer, or — when no answer came — that the host at base
-// could not be reached, and why (not the client's generic "HTTP_ERROR:
-// the request failed").
-func cliRunFailedAt(env *cliEnv, base string, err error) int {
+// cliClientFailed prints why a client call of command cmd failed: the wire
+// code and message of an answer, or — when no answer came — that the host
+// at base could not be reached, and why (not the client's generic
+// "HTTP_ERROR: the request failed"). An empty base is taken from the
+// request URL in err.
+func cliClientFailed(env *cliEnv, cmd, base string, err error) int {
 	if what, reason, ok := cliTransportFailure(err); ok {
 		var ue *neturl.Error
 		if base == "" && errors.As(err, &ue) {
 			base = ue.URL
 		}
-		return env.failf("run", "%s %s: %s", what, base, reason)
+		return env.failf(cmd, "%s %s: %s", what, base, reason)
 	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
-		fmt.Fprintf(env.stderr, "adhost run: %s: %s\n", ce.Code, ce.Message)
+		fmt.Fprintf(env.stderr, "adhost %s: %s: %s\n", cmd, ce.Code, ce.Message)
 		return cliExitFail
 	}
-	return env.fail("run", err)
+	return env.fail(cmd, err)
 }
 
 // cliTransportFailure recognises an error that is no answer from the host

@@ -54,16 +54,16 @@ func cliStatus(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	c, err := client.New(url, client.WithToken(token))
 	if err != nil {
-		return cliRunFailed(env, err)
+		return cliClientFailed(env, "status", url, err)
 	}
 	p, err := c.Protocol(ctx)
 	if err != nil {
-		return cliRunFailed(env, err)
+		return cliClientFailed(env, "status", url, err)
 	}
 	fmt.Fprintf(env.stdout, "features %s\n", strings.Join(p.Features, " "))
 	provs, err := c.Providers(ctx, false)
 	if err != nil {
-		return cliRunFailed(env, err)
+		return cliClientFailed(env, "status", url, err)
 	}
 	for _, pr := range provs {
 		health := "-"
