@@ -38,6 +38,7 @@ type Event struct {
 	Type     string
 	Sequence int64
 	Data     []byte
+	text     int // length of a text.delta's text (the queue's text bound)
 }
 
 // Terminal reports whether ev ends its run.

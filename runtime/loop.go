@@ -173,12 +173,12 @@ func (t *turnSink) Progress() {
 	if t.closed {
 		return
 	}
-	r.touch()
 	now := time.Now()
 	if t.progressed && now.Sub(t.lastProgress) < progressInterval {
-		return
+		return // throttled away: not activity either (see touch)
 	}
 	t.progressed, t.lastProgress = true, now
+	r.touch()
 	r.emitLocked(&payload{typ: EventRunProgress, ts: now, phase: PhaseModel})
 }
 
@@ -411,12 +411,12 @@ func (o *toolOp) progress() {
 	if o.closed {
 		return
 	}
-	r.touch()
 	now := time.Now()
 	if o.progressed && now.Sub(o.lastProgress) < progressInterval {
-		return
+		return // throttled away: not activity either (see touch)
 	}
 	o.progressed, o.lastProgress = true, now
+	r.touch()
 	r.emitLocked(&payload{typ: EventRunProgress, ts: now, phase: PhaseTool})
 }
 

@@ -42,9 +42,15 @@ type Run struct {
 	seq   int64
 	q     []Event // committed, not yet delivered (ModeStream)
 	qHead int
-	// queuedBytes is the JSON text of queued events plus the pending
-	// delta text: the "queued text" bound of wire-core §8.1. Counting every
-	// event, not only deltas, also bounds the memory a stalled reader pins.
+	// queuedText is the text of queued text.delta events plus the pending
+	// delta: the "queued text" bound of wire-core §8.1. It counts the text
+	// itself, not its JSON, so that a turn streaming no more than a
+	// provider may (2,000,000 bytes, checked at the source) never overflows
+	// the queue however late the reader is scheduled: OUTPUT_BUFFER_LIMIT is
+	// for a reader that falls behind by more than that. queuedBytes is the
+	// JSON of the other queued events, bounded alike: it bounds the memory
+	// a stalled reader pins (tool outputs, results).
+	queuedText  int
 	queuedBytes int
 	pending     []byte // text.delta not yet sequenced: adjacent deltas merge here
 	pendingTS   time.Time
@@ -167,7 +173,11 @@ func (r *Run) Next(ctx context.Context) (Event, error) {
 				clear(r.q[n:])
 				r.q, r.qHead = r.q[:n], 0
 			}
-			r.queuedBytes -= len(ev.Data)
+			if ev.Type == EventTextDelta {
+				r.queuedText -= ev.text
+			} else {
+				r.queuedBytes -= len(ev.Data)
+			}
 			if ev.Terminal() {
 				r.eof = true
 			}
@@ -285,7 +295,16 @@ func clone(pe *protocol.Error) *protocol.Error {
 	return &c
 }
 
-// touch records real progress for the idle timer.
+// touch records real progress for the idle timer (wire-core §13). What
+// counts: the start of each step, visible text (a non-empty delta), a
+// provider turn's completion, a tool's completion, and a progress report
+// of the adapter or a tool that is shown to the client as run.progress.
+// Progress reports arriving within progressInterval of the last one shown
+// are throttled away and count for nothing: a guest reporting progress in
+// a loop would otherwise keep a run alive without doing anything. So a
+// stretch of nothing but progress keeps a run alive only under an idle
+// interval longer than progressInterval. Queue waits, retry back-off,
+// heartbeats, empty deltas and usage reports do not count.
 func (r *Run) touch() {
 	if r.plan.idle > 0 {
 		r.lastActive.Store(int64(time.Since(r.startedAt)))
@@ -334,7 +353,7 @@ func (r *Run) emitDeltaLocked(text string) {
 	if r.terminal || r.ctx.Err() != nil || (!r.needData && r.log == nil) {
 		return
 	}
-	if r.mode == ModeStream && r.queuedBytes+len(text) > maxQueuedBytes {
+	if r.mode == ModeStream && r.queuedText+len(text) > maxQueuedBytes {
 		// The reader is too slow: the text would exceed the queue bound.
 		r.cancel(overflowCause)
 		return
@@ -352,7 +371,7 @@ func (r *Run) emitDeltaLocked(text string) {
 	if r.mode != ModeStream {
 		return
 	}
-	r.queuedBytes += len(text)
+	r.queuedText += len(text)
 	if r.queuedLocked() >= maxQueuedEvents {
 		r.cancel(overflowCause)
 	}
@@ -379,17 +398,14 @@ func (r *Run) queuedLocked() int {
 
 // commitLocked gives p the next sequence number, persists it (EventLog) and
 // delivers it (ModeStream queue). A text.delta always comes from pending,
-// whose text is already counted in queuedBytes.
+// whose text is already counted in queuedText.
 func (r *Run) commitLocked(p *payload) {
 	term := isTerminal(p.typ)
-	ev := Event{Type: p.typ, Sequence: r.seq + 1}
+	ev := Event{Type: p.typ, Sequence: r.seq + 1, text: len(p.text)}
 	if r.needData {
 		ev.Data = encodeEvent(r.id, ev.Sequence, p)
 	}
 	stream := r.mode == ModeStream
-	if stream && p.typ == EventTextDelta {
-		r.queuedBytes -= len(p.text)
-	}
 	if r.log != nil {
 		if err := r.log.Append(context.WithoutCancel(r.ctx), ev); err != nil {
 			if !term {
@@ -409,7 +425,9 @@ func (r *Run) commitLocked(p *payload) {
 		return
 	}
 	r.q = append(r.q, ev)
-	r.queuedBytes += len(ev.Data)
+	if p.typ != EventTextDelta {
+		r.queuedBytes += len(ev.Data)
+	}
 	if !term && (r.queuedLocked() >= maxQueuedEvents || r.queuedBytes > maxQueuedBytes) {
 		r.cancel(overflowCause)
 	}

@@ -71,28 +71,30 @@ func TestFailures(t *testing.T) {
 	// The watchdog has its own test; a 50 MB allocation is slow under -race.
 	e := loadProvider(t, Options{ComputeLimit: time.Hour})
 	p := newProvider(t, e, InstanceConfig{})
+	const trapped = "The provider extension trapped."
 	for _, tc := range []struct {
 		in        string
 		want      protocol.Code
 		retryable bool
+		message   string // "": the code's fixed message
 	}{
-		{"panic", protocol.CodeInternalError, false},
-		{"exit", protocol.CodeInternalError, false},
-		{"memory", protocol.CodeInternalError, false},
-		{"bigoutput", protocol.CodeInvalidProviderResult, false},
-		{"bigemit", protocol.CodeInvalidProviderResult, false},
-		{"badptr", protocol.CodeInternalError, false},
-		{"badresult", protocol.CodeInvalidProviderResult, false},
-		{"mismatch", protocol.CodeInvalidProviderResult, false},
-		{"status", protocol.CodeInternalError, false},
-		{"cancelled", protocol.CodeCancelled, false},
-		{"error:RATE_LIMITED:429", protocol.CodeRateLimited, true},
-		{"error:PROVIDER_ERROR:503", protocol.CodeProviderError, true},
-		{"error:PROVIDER_ERROR:400", protocol.CodeProviderError, false},
-		{"error:PROVIDER_AUTH:401", protocol.CodeProviderAuth, false},
-		{"error:INCOMPLETE_STREAM:0", protocol.CodeIncompleteStream, false},
-		{"error:UNAUTHORIZED:0", protocol.CodeInternalError, false},
-		{"error:INVALID_PROVIDER_RESULT:0", protocol.CodeInternalError, false},
+		{"panic", protocol.CodeProviderFailed, false, trapped},
+		{"exit", protocol.CodeProviderFailed, false, trapped},
+		{"memory", protocol.CodeProviderFailed, false, "The provider extension exceeded its memory limit."},
+		{"bigoutput", protocol.CodeInvalidProviderResult, false, ""},
+		{"bigemit", protocol.CodeInvalidProviderResult, false, ""},
+		{"badptr", protocol.CodeProviderFailed, false, trapped},
+		{"badresult", protocol.CodeInvalidProviderResult, false, ""},
+		{"mismatch", protocol.CodeInvalidProviderResult, false, ""},
+		{"status", protocol.CodeInvalidProviderResult, false, ""},
+		{"cancelled", protocol.CodeCancelled, false, ""},
+		{"error:RATE_LIMITED:429", protocol.CodeRateLimited, true, ""},
+		{"error:PROVIDER_ERROR:503", protocol.CodeProviderError, true, ""},
+		{"error:PROVIDER_ERROR:400", protocol.CodeProviderError, false, ""},
+		{"error:PROVIDER_AUTH:401", protocol.CodeProviderAuth, false, ""},
+		{"error:INCOMPLETE_STREAM:0", protocol.CodeIncompleteStream, false, ""},
+		{"error:UNAUTHORIZED:0", protocol.CodeInvalidProviderResult, false, ""},
+		{"error:INVALID_PROVIDER_RESULT:0", protocol.CodeInvalidProviderResult, false, ""},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			_, err := p.Complete(t.Context(), input(tc.in), &sink{})
@@ -100,8 +102,12 @@ func TestFailures(t *testing.T) {
 				t.Fatalf("code = %s, want %s (err %v)", got, tc.want, err)
 			}
 			pe := protocol.AsPublic(err)
-			if pe.Message != protocol.Message(tc.want) || pe.Retryable != tc.retryable {
-				t.Errorf("public = %q retryable=%v, want fixed message, retryable=%v", pe.Message, pe.Retryable, tc.retryable)
+			message := tc.message
+			if message == "" {
+				message = protocol.Message(tc.want)
+			}
+			if pe.Message != message || pe.Retryable != tc.retryable {
+				t.Errorf("public = %q retryable=%v, want %q, retryable=%v", pe.Message, pe.Retryable, message, tc.retryable)
 			}
 			if strings.Contains(err.Error(), "private-marker") {
 				t.Errorf("error carries the guest's message: %v", err)
@@ -189,8 +195,8 @@ func TestLoopWatchdog(t *testing.T) {
 	e := loadProvider(t, Options{ComputeLimit: 50 * time.Millisecond})
 	p := newProvider(t, e, InstanceConfig{})
 	_, err := p.Complete(t.Context(), input("loop"), &sink{})
-	if protocol.CodeOf(err) != protocol.CodeInternalError || !errors.Is(err, errWatchdog) {
-		t.Fatalf("err = %v, want INTERNAL_ERROR from the watchdog", err)
+	if protocol.CodeOf(err) != protocol.CodeProviderFailed || !errors.Is(err, errWatchdog) {
+		t.Fatalf("err = %v, want PROVIDER_FAILED from the watchdog", err)
 	}
 	if !strings.Contains(e.logs.String(), "compute watchdog") {
 		t.Error("watchdog stop not logged")

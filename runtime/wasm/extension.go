@@ -58,6 +58,13 @@ type Options struct {
 	MemoryMiB    int
 	ComputeLimit time.Duration
 	PoolSize     int
+	// TurnTimeout bounds the wall-clock time of one call into the
+	// extension — a model turn, a tool invocation, a discovery probe —
+	// whatever the guest does meanwhile (host.toml turn_timeout_ms). A call
+	// past it is stopped: TIMEOUT for a provider, TOOL_FAILED for a tool.
+	// Zero: no bound, the default, since the spec has no run deadline;
+	// the compute watchdog still bounds computing without waiting.
+	TurnTimeout time.Duration
 	// MaxInstances caps the extension's live instances (host.toml
 	// max_instances); zero: no cap, the pool grows to what admission
 	// allows. A cap is enforced at admission through Reserve, never as a
@@ -113,7 +120,7 @@ var (
 	ErrInstanceConfig  = errors.New("invalid instance configuration")
 	ErrModuleTooLarge  = errors.New("module too large")
 	ErrCacheDirUnsafe  = errors.New("compilation cache directory is not private")
-	errWatchdog        = errors.New("compute watchdog: guest computed too long without calling the host")
+	errWatchdog        = errors.New("compute watchdog: guest computed too long without waiting")
 	errOutputTooLarge  = errors.New("output larger than abi.MaxOutputBytes")
 	errEmitTooLarge    = errors.New("emit payload larger than abi.MaxEmitBytes")
 	errBadPointer      = errors.New("out-of-range pointer")

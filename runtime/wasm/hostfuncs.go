@@ -120,15 +120,11 @@ func current(ctx context.Context) *callState {
 
 func hostInput(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
 	stack[0] = copyOut(cs, mod, uint32(stack[0]), uint32(stack[1]), cs.input)
 }
 
 func hostConfig(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
 	cfg := cs.config
 	if len(cfg) == 0 {
 		cfg = []byte("{}")
@@ -138,8 +134,6 @@ func hostConfig(ctx context.Context, mod api.Module, stack []uint64) {
 
 func hostOutput(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
 	ptr, n := uint32(stack[0]), uint32(stack[1])
 	if n > abi.MaxOutputBytes {
 		cs.trapWith(errOutputTooLarge)
@@ -157,20 +151,33 @@ func hostCancelled(ctx context.Context, _ api.Module, stack []uint64) {
 	if cs.cancelled() {
 		stack[0] = 1
 	}
-	cs.exits.Add(1)
 }
 
 // maxStreamedText bounds the visible text one turn may stream
 // (wire-extensions §10.3).
 const maxStreamedText = 2_000_000
 
+// maxEmittedBytes bounds the payload bytes of every kind one call may emit.
+// Whatever an adapter reports comes from its upstream, which may send at
+// most 10,000,000 bytes of SSE data per response (wire-core §8.1).
+const maxEmittedBytes = 10_000_000
+
+// Output is bounded at the source: emit counts what a call streams and
+// stops the guest (a trap, so the call ends at once) on the first emit past
+// a bound or breaking the contract, before anything of it reaches the sink.
+// A flood then fails as INVALID_PROVIDER_RESULT however fast the client
+// reads, and the run's event queue, which holds at most what passed,
+// reports OUTPUT_BUFFER_LIMIT only for a client that does not read.
+
 func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
 	kind, ptr, n := abi.EmitKind(int32(uint32(stack[0]))), uint32(stack[1]), uint32(stack[2])
 	if n > abi.MaxEmitBytes {
 		cs.trapWith(errEmitTooLarge)
+	}
+	if cs.emitted += int(n); cs.emitted > maxEmittedBytes {
+		cs.violate("more than %d bytes emitted", maxEmittedBytes)
+		cs.trapWith(errEmitLimit)
 	}
 	payload := guestBytes(cs, mod, ptr, n)
 	if cs.cancelled() {
@@ -190,16 +197,15 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 			}
 			if !cs.x.m.Capability("textStreaming") {
 				cs.violate("text emitted without the textStreaming capability")
-				return
+				cs.trapWith(errViolation)
 			}
 			if !utf8.Valid(payload) {
 				cs.violate("emitted text is not valid UTF-8")
-				return
+				cs.trapWith(errViolation)
 			}
-			cs.streamed += len(payload)
-			if cs.streamed > maxStreamedText {
+			if cs.streamed += len(payload); cs.streamed > maxStreamedText {
 				cs.violate("more than %d bytes of text streamed", maxStreamedText)
-				return
+				cs.trapWith(errTextLimit)
 			}
 			cs.streamedHash.Write(payload)
 			cs.sink.Text(string(payload))
@@ -209,11 +215,12 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 			var u abi.Usage
 			if err := decodeStrict(payload, &u); err != nil || !validUsage(&u) {
 				cs.violate("invalid usage emitted")
-				return
+				cs.trapWith(errViolation)
 			}
 			cs.sink.Usage(u)
 		default:
 			cs.violate("unknown emit kind %d", kind)
+			cs.trapWith(errViolation)
 		}
 	case abi.OpToolInvoke:
 		switch kind {
@@ -223,6 +230,7 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 			}
 		default:
 			cs.violate("emit kind %d is not valid for a tool", kind)
+			cs.trapWith(errViolation)
 		}
 	default:
 		// Other ops do not stream: ignore.
@@ -243,8 +251,6 @@ const maxLogLine = 4096
 
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
-	cs.enter()
-	defer cs.exit()
 	level := slogLevel(abi.LogLevel(int32(uint32(stack[0]))))
 	msg := guestBytes(cs, mod, uint32(stack[1]), uint32(stack[2]))
 	if !cs.x.log.Enabled(ctx, level) {

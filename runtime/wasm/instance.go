@@ -3,7 +3,6 @@ package wasm
 import (
 	"context"
 	crand "crypto/rand"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/sys"
 
 	"adhost/abi"
 	"adhost/runtime"
@@ -57,12 +55,11 @@ type callState struct {
 	onProg func()           // OpToolInvoke
 	net    *netPolicy       // nil: no network for this binding
 
-	// Watchdog bookkeeping: inHost > 0 while the guest is inside a host
-	// function; exits counts the host calls it returned from, so the
-	// watchdog can tell a guest that keeps talking to the host from one that
-	// only computes.
-	inHost        atomic.Int32
-	exits         atomic.Uint64
+	// Watchdog bookkeeping (see watchdog): waiting > 0 while the guest is
+	// inside a host function that may block (enterWait); waits counts
+	// those calls, each of which restarts the compute count.
+	waiting       atomic.Int32
+	waits         atomic.Uint64
 	watchdogFired atomic.Bool
 	// clock is the CPU clock of the OS thread running the guest (see
 	// threadClockID); it changes when a waiting host function lets the
@@ -81,6 +78,7 @@ type callState struct {
 	secrets secretSet
 
 	streamed     int // bytes of text streamed
+	emitted      int // payload bytes emitted, every kind
 	streamedHash maphash.Hash
 }
 
@@ -91,31 +89,33 @@ func callOf(ctx context.Context) *callState {
 	return cs
 }
 
-// enter and exit bracket time spent inside the host, which the compute
-// watchdog does not count.
-func (cs *callState) enter() { cs.inHost.Add(1) }
-func (cs *callState) exit() {
-	cs.exits.Add(1)
-	cs.inHost.Add(-1)
-}
+// enter and exit bracket a host function that does not wait (http_head;
+// the others in hostfuncs.go need no bracket at all). Its time counts as
+// guest compute: a guest looping on config() or emit holds a core exactly
+// like one looping on its own, so the watchdog must see it. They record
+// nothing and cost nothing.
+func (cs *callState) enter() {}
+func (cs *callState) exit()  {}
 
 // enterWait and exitWait bracket a host function that may block (network
-// I/O, a sleep) instead of enter and exit. While it waits the goroutine is
-// unpinned from its OS thread: a goroutine blocked while locked to a thread
-// makes the Go scheduler park that thread and hand its P to another, then
-// wake it again for the wake-up — two context switches per wait, which cost
-// more than a whole vendor turn of guest compute. exitWait pins the
-// goroutine again, to whatever thread it now runs on, and records that
-// thread's clock for the watchdog before it counts the exit.
+// I/O, a sleep). Waiting ends the stretch of compute the watchdog bounds.
+//
+// While it waits the goroutine is unpinned from its OS thread: a goroutine
+// blocked while locked to a thread makes the Go scheduler park that thread
+// and hand its P to another, then wake it again for the wake-up — two
+// context switches per wait, which cost more than a whole vendor turn of
+// guest compute. exitWait pins the goroutine again, to whatever thread it
+// now runs on, and records that thread's clock for the watchdog.
 func (cs *callState) enterWait() {
-	cs.enter()
+	cs.waiting.Add(1)
 	goruntime.UnlockOSThread()
 }
 
 func (cs *callState) exitWait() {
 	goruntime.LockOSThread()
 	cs.clock.Store(threadClockID())
-	cs.exit()
+	cs.waits.Add(1)
+	cs.waiting.Add(-1)
 }
 
 // cancelled reports whether the caller cancelled the call.
@@ -215,6 +215,7 @@ type callResult struct {
 	status    abi.Status
 	output    []byte
 	err       error // private cause: trap, exit, watchdog, host limit
+	fault     fault // the class of err when the guest did not return
 	cancelled bool  // the caller's context ended
 	watchdog  bool
 	discard   bool
@@ -235,6 +236,14 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 	cs.x, cs.inst = x, inst
 	inst.handles.next = 0 // handle ids start at 1 in every call
 	cs.parent, cs.ctx, cs.cancel = ctx, callCtx, cancel
+	if d := x.opts.TurnTimeout; d > 0 && fn == inst.call {
+		// The operator's wall-clock bound on one call (off by default:
+		// the spec has no run deadline). The watchdog cancels callCtx,
+		// which ends this one too.
+		var stop context.CancelFunc
+		cs.ctx, stop = context.WithTimeoutCause(callCtx, d, errTurnTimeout)
+		defer stop()
+	}
 	inst.cur.Store(cs)
 	// The guest runs on this goroutine; pinning it to its thread lets the
 	// watchdog read the thread's CPU clock (see cpuclock_linux.go). Host
@@ -265,21 +274,17 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 	res.output = cs.output
 	switch {
 	case cs.watchdogFired.Load() && ctx.Err() == nil:
-		res.err, res.watchdog, res.discard = errWatchdog, true, true
+		res.err, res.fault, res.watchdog, res.discard = errWatchdog, faultCompute, true, true
 	case ctx.Err() != nil:
 		res.cancelled, res.discard = true, true
 		res.err = err
+	case context.Cause(cs.ctx) == errTurnTimeout:
+		// Checked before err: a guest whose request the deadline aborted
+		// may still return a status of its own.
+		res.err, res.fault, res.discard = errTurnTimeout, faultTurn, true
 	case err != nil:
 		res.discard = true
-		var ee *sys.ExitError
-		switch {
-		case cs.trap != nil:
-			res.err = cs.trap
-		case errors.As(err, &ee):
-			res.err = fmt.Errorf("guest exited with code %d", ee.ExitCode())
-		default:
-			res.err = fmt.Errorf("guest trapped: %s", firstLine(err.Error()))
-		}
+		res.err, res.fault = classifyTrap(inst, cs, err)
 	default:
 		if fn == inst.call {
 			res.status = abi.Status(int32(uint32(inst.stack[0])))
@@ -308,15 +313,22 @@ func firstLine(s string) string {
 const initComputeLimit = 10 * time.Second
 
 // watchdog stops a guest that computes for longer than the extension's
-// compute limit without entering the host.
+// compute limit without really waiting.
 //
-// It measures compute, not wall time: on Linux it reads the CPU clock of the
-// thread running the guest (threadClockID), so a guest that merely waits for a
-// core on a loaded machine is not stopped. Elsewhere it falls back to wall
-// time. Host functions only bump two atomics (those that wait also unpin
-// the goroutine, see enterWait); the watchdog samples every
-// eighth of the limit, and restarts its count whenever it sees the guest
-// inside the host or returned from a host call since the last sample.
+// It measures the CPU time of the thread running the guest (on Linux; see
+// threadClockID), so a guest that merely waits for a core on a loaded
+// machine is not stopped, while time spent in host functions that do not
+// wait — config, input, output, emit, log, log_enabled, cancelled and the
+// checkpoint call — counts like the guest's own code: they run on the same
+// thread. Only a host function that may wait (enterWait: http_start,
+// http_read, http_next_event, http_close, the capped sleep) starts a new
+// count. Elsewhere the clock falls back to wall time.
+//
+// Host functions that do not wait touch none of this; a waiting one
+// updates three atomics. The watchdog samples every eighth of the limit and
+// adds the thread's CPU time since the last sample; a sample taken while
+// the guest waits reads nothing (the thread may be running other
+// goroutines meanwhile).
 //
 // The count starts at the first sample, not at the start of the call: most
 // calls end before it, and reading a thread's CPU clock is a system call
@@ -331,9 +343,12 @@ type watchdog struct {
 	limit time.Duration
 	tick  time.Duration
 	// The count's state, touched only by check (the timer runs one check
-	// at a time).
-	base      int64
-	baseClock int32
+	// at a time): used is the compute counted so far, last the clock
+	// reading of the previous sample on clock lastClock, seen the waits
+	// already accounted for.
+	used      int64
+	last      int64
+	lastClock int32
 	seen      uint64
 	started   bool
 }
@@ -352,16 +367,27 @@ func (w *watchdog) check() {
 		return
 	}
 	cs := w.cs
-	// Readings of different threads' clocks are not comparable: a
-	// changed clock restarts the count like a host call does.
-	id := cs.clock.Load()
-	now := readClock(id)
-	if n := cs.exits.Load(); !w.started || cs.inHost.Load() > 0 || n != w.seen || id != w.baseClock {
-		w.base, w.baseClock, w.seen, w.started = now, id, n, true
-	} else if time.Duration(now-w.base) >= w.limit {
-		cs.watchdogFired.Store(true)
-		cs.cancel(errWatchdog)
-		return
+	if cs.waiting.Load() == 0 {
+		n := cs.waits.Load()
+		id := cs.clock.Load()
+		now := readClock(id)
+		switch {
+		case !w.started || n != w.seen:
+			// The first sample, or the guest waited since the last one:
+			// a new stretch of compute starts here.
+			w.used, w.seen, w.started = 0, n, true
+		case id != w.lastClock:
+			// Another thread's clock (only a wait moves the guest, and a
+			// wait restarts the count above): keep the count, rebase.
+		default:
+			w.used += now - w.last
+		}
+		w.last, w.lastClock = now, id
+		if time.Duration(w.used) >= w.limit {
+			cs.watchdogFired.Store(true)
+			cs.cancel(errWatchdog)
+			return
+		}
 	}
 	w.t.Reset(w.tick)
 }

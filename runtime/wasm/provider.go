@@ -141,29 +141,38 @@ func (b *binding) acquireFailed(ctx context.Context, cs *callState, err error) e
 	return protocol.Wrap(protocol.CodeInternalError, fmt.Errorf("extension %s: %w", x.pin, err))
 }
 
-// callFailed classifies a call that did not return an ok result.
+// callFailed classifies a call that did not return an ok result. Guest
+// faults are the extension's failures with codes of their own (see fault);
+// only a failure of the host itself is INTERNAL_ERROR. The operator's log
+// gets the precise cause, the client a message naming the class.
 //
 //go:noinline
 func (b *binding) callFailed(ctx context.Context, cs *callState, res *callResult, invalid protocol.Code) error {
 	x := b.x
-	fail := func(code protocol.Code, cause error) error {
-		return protocol.Wrap(code, fmt.Errorf("extension %s: op %s: %w", x.pin, cs.op, cause))
-	}
+	cause := func(err error) error { return fmt.Errorf("extension %s: op %s: %w", x.pin, cs.op, err) }
 	switch {
 	case res.cancelled:
 		return protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
-	case res.watchdog:
-		x.log.Warn("extension stopped by the compute watchdog", "instance", b.id, "op", cs.op.String(), "limit", x.computeLimit)
-		return fail(protocol.CodeInternalError, res.err)
-	case errors.Is(res.err, errOutputTooLarge), errors.Is(res.err, errEmitTooLarge):
-		x.log.Warn("extension exceeded an ABI limit", "instance", b.id, "op", cs.op.String(), "err", res.err)
-		return fail(invalid, res.err)
-	case res.err != nil:
-		x.log.Warn("extension call failed", "instance", b.id, "op", cs.op.String(), "err", res.err)
-		return fail(protocol.CodeInternalError, res.err)
 	case cs.violation != "":
+		// The first breach of the contract is the cause, however the
+		// call then ended (a trap on it, the watchdog, a bad status).
 		x.log.Warn("extension broke the ABI contract", "instance", b.id, "op", cs.op.String(), "reason", cs.violation)
-		return fail(invalid, errors.New(cs.violation))
+		return protocol.Wrap(invalid, cause(errors.New(cs.violation)))
+	case res.fault == faultInvalid:
+		x.log.Warn("extension exceeded an ABI limit", "instance", b.id, "op", cs.op.String(), "err", res.err)
+		return protocol.Wrap(invalid, cause(res.err))
+	case res.fault == faultCompute:
+		x.log.Warn("extension stopped by the compute watchdog", "instance", b.id, "op", cs.op.String(), "limit", x.computeLimit)
+		return faultError(x.m.Kind, res.fault, cause(res.err))
+	case res.fault == faultTurn:
+		x.log.Warn("extension stopped at its turn timeout", "instance", b.id, "op", cs.op.String(), "limit", x.opts.TurnTimeout)
+		return faultError(x.m.Kind, res.fault, cause(res.err))
+	case res.fault != faultNone:
+		x.log.Warn("extension call failed", "instance", b.id, "op", cs.op.String(), "class", res.fault.String(), "err", res.err)
+		return faultError(x.m.Kind, res.fault, cause(res.err))
+	case res.err != nil:
+		x.log.Error("extension call failed in the host", "instance", b.id, "op", cs.op.String(), "err", res.err)
+		return protocol.Wrap(protocol.CodeInternalError, cause(res.err))
 	}
 	if cs.noCredential && res.status == abi.StatusError {
 		// Whatever the guest made of the refused request, the cause is
@@ -174,10 +183,10 @@ func (b *binding) callFailed(ctx context.Context, cs *callState, res *callResult
 	case abi.StatusCancelled:
 		return protocol.Wrap(protocol.CodeCancelled, fmt.Errorf("extension %s: op %s: guest reported cancellation", x.pin, cs.op))
 	case abi.StatusError:
-		return b.guestError(cs.op, res.output)
+		return b.guestError(cs.op, res.output, invalid)
 	}
 	x.log.Warn("extension returned an unknown status", "instance", b.id, "op", cs.op.String(), "status", int32(res.status))
-	return fail(protocol.CodeInternalError, fmt.Errorf("unknown status %d", int32(res.status)))
+	return protocol.Wrap(invalid, cause(fmt.Errorf("unknown status %d", int32(res.status))))
 }
 
 // passCodes are the codes a guest may report (wire-core §7.2 provider and
@@ -199,17 +208,19 @@ var passCodes = map[protocol.Code]bool{
 }
 
 // guestError maps an ErrorOutput to a public error. The guest's message is
-// neither returned nor logged.
-func (b *binding) guestError(op abi.Op, out []byte) error {
+// neither returned nor logged. An error output that does not decode, or
+// carries a code the guest may not raise, breaks the result contract
+// (invalid).
+func (b *binding) guestError(op abi.Op, out []byte, invalid protocol.Code) error {
 	var eo abi.ErrorOutput
 	if err := decodeStrict(out, &eo); err != nil {
 		b.x.log.Warn("extension returned an invalid error output", "instance", b.id, "op", op.String())
-		return protocol.Wrap(protocol.CodeInternalError, fmt.Errorf("extension %s: op %s: invalid error output", b.x.pin, op))
+		return protocol.Wrap(invalid, fmt.Errorf("extension %s: op %s: invalid error output", b.x.pin, op))
 	}
 	code := protocol.Code(eo.Code)
 	if !passCodes[code] {
 		b.x.log.Warn("extension returned a code it may not raise", "instance", b.id, "op", op.String(), "code", fmt.Sprintf("%.64q", eo.Code))
-		return protocol.Wrap(protocol.CodeInternalError, fmt.Errorf("extension %s: op %s: code %.64q not allowed", b.x.pin, op, eo.Code))
+		return protocol.Wrap(invalid, fmt.Errorf("extension %s: op %s: code %.64q not allowed", b.x.pin, op, eo.Code))
 	}
 	e := protocol.New(code)
 	if code == protocol.CodeProviderError {
