@@ -152,7 +152,7 @@ func BenchmarkEmit(b *testing.B) {
 		stack[0], stack[1], stack[2] = uint64(abi.EmitText), 0, 5
 		hostEmit(ctx, inst.mod, stack)
 		if cs.streamed > 1<<20 {
-			cs.streamed = 0
+			cs.streamed, cs.emitted = 0, 0
 		}
 	}
 }
