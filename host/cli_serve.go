@@ -277,6 +277,7 @@ func cliLoadExtension(ctx context.Context, e config.Extension, cacheDir string, 
 			Logger:          log,
 			MaxInstances:    e.MaxInstances,
 			IdleInstanceTTL: time.Duration(e.InstanceIdleMs) * time.Millisecond,
+			TurnTimeout:     time.Duration(e.TurnTimeoutMs) * time.Millisecond,
 		})
 	if err != nil {
 		return nil, cliOneLine(err)

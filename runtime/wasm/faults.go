@@ -9,6 +9,7 @@ import (
 
 	"adhost/abi"
 	"adhost/runtime/protocol"
+	"adhost/runtime/wasm/checkpoint"
 )
 
 // fault is the class of a guest call that did not return: what the client
@@ -136,9 +137,14 @@ func classifyTrap(inst *instance, cs *callState, err error) (error, fault) {
 	return fmt.Errorf("guest trapped: %s", line), faultTrap
 }
 
-// stackOverflow reports a trap of the call stack's bound: wazero's own
-// ("stack overflow", past its ~400 MB native stack).
-func stackOverflow(_ *instance, line string) bool {
+// stackOverflow reports a trap of the call stack's bound: the checkpoint
+// rewriter's depth limit (checkpoint.MaxDepth), or wazero's own ("stack
+// overflow", past its ~50 MB native stack), which a frame with a deep
+// operand stack can still reach.
+func stackOverflow(inst *instance, line string) bool {
+	if inst != nil && inst.depth != nil && uint32(inst.depth.Get()) > checkpoint.MaxDepth {
+		return true // what checkpoint.StackLimited reads, without the lookup
+	}
 	return strings.Contains(line, "stack overflow")
 }
 

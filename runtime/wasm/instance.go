@@ -16,6 +16,7 @@ import (
 
 	"adhost/abi"
 	"adhost/runtime"
+	"adhost/runtime/wasm/checkpoint"
 )
 
 // instance is one guest module instance. It serves one call at a time.
@@ -26,6 +27,10 @@ type instance struct {
 	mem       api.Memory
 	stack     []uint64
 	highWater uint32
+	// depth is the checkpoint rewriter's depth high-water mark
+	// (checkpoint.DepthExport), looked up once: an instance whose calls
+	// went deep keeps the native stack they grew (see deepDiscard).
+	depth api.Global
 	// cur is the call in progress (for nanosleep, which gets no context).
 	cur atomic.Pointer[callState]
 	// handles are the open requests of the call in progress, and meta is
@@ -160,6 +165,7 @@ func (x *Extension) newInstance(ctx context.Context) (*instance, error) {
 	inst.mod = mod
 	inst.call = mod.ExportedFunction(abi.ExportCall)
 	inst.mem = mod.Memory()
+	inst.depth = mod.ExportedGlobal(checkpoint.DepthExport)
 	if inst.call == nil || inst.mem == nil {
 		_ = mod.Close(ctx)
 		return nil, fmt.Errorf("%w: missing %s or memory", ErrInstantiate, abi.ExportCall)
@@ -245,6 +251,14 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 		defer stop()
 	}
 	inst.cur.Store(cs)
+	if inst.mod.IsClosed() {
+		// Extension.Close gave up waiting and closed the runtime after
+		// this call took the instance: its memory may be unmapped, so no
+		// guest code may run. Checked after cur is set, so a close from
+		// now on sees the call in flight (memory_linux.go).
+		inst.cur.Store(nil)
+		return callResult{err: ErrClosed, discard: true, cancelled: ctx.Err() != nil}
+	}
 	// The guest runs on this goroutine; pinning it to its thread lets the
 	// watchdog read the thread's CPU clock (see cpuclock_linux.go). Host
 	// functions that wait unpin it meanwhile (enterWait).
@@ -293,7 +307,8 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 			}
 		}
 	}
-	if cs.violation != "" || inst.mod.IsClosed() || inst.mem.Size() > inst.highWater {
+	if cs.violation != "" || inst.mod.IsClosed() || inst.mem.Size() > inst.highWater ||
+		(inst.depth != nil && uint32(inst.depth.Get()) > deepDiscard) {
 		res.discard = true
 	}
 	return res
@@ -308,6 +323,14 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// deepDiscard is the call depth (in checkpoint frame units) past which an
+// instance is discarded after its call instead of pooled: wazero never
+// shrinks the native stack a deep call grew, so a pooled instance would
+// keep it. A quarter of checkpoint.MaxDepth is ~5,000 units, deeper than
+// the vendor adapters go (a JSON document nested 1,000 levels reaches
+// ~2,700), and a stack of well under a MiB.
+const deepDiscard = checkpoint.MaxDepth / 4
 
 // initComputeLimit is the least compute budget of _initialize.
 const initComputeLimit = 10 * time.Second

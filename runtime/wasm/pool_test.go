@@ -26,7 +26,7 @@ func TestPoolRecycle(t *testing.T) {
 		t.Fatalf("a good call did not recycle its instance: %+v", s)
 	}
 	// A trap discards the instance; a warm one replaces it in the background.
-	if _, err := p.Complete(t.Context(), input("panic"), &sink{}); protocol.CodeOf(err) != protocol.CodeInternalError {
+	if _, err := p.Complete(t.Context(), input("panic"), &sink{}); protocol.CodeOf(err) != protocol.CodeProviderFailed {
 		t.Fatal(err)
 	}
 	e.x.pool.wg.Wait()

@@ -170,6 +170,8 @@ func (b *binding) callFailed(ctx context.Context, cs *callState, res *callResult
 	case res.fault != faultNone:
 		x.log.Warn("extension call failed", "instance", b.id, "op", cs.op.String(), "class", res.fault.String(), "err", res.err)
 		return faultError(x.m.Kind, res.fault, cause(res.err))
+	case errors.Is(res.err, ErrClosed):
+		return protocol.Wrap(protocol.CodeProviderExtensionUnavail, cause(res.err))
 	case res.err != nil:
 		x.log.Error("extension call failed in the host", "instance", b.id, "op", cs.op.String(), "err", res.err)
 		return protocol.Wrap(protocol.CodeInternalError, cause(res.err))
