@@ -32,6 +32,7 @@ var (
 var guestBuilds = []struct{ name, dir, manifest string }{
 	{"provider", "provider", "manifest.toml"},
 	{"tool", "tool", "manifest.toml"},
+	{"echo", "echo", "manifest.toml"},
 	{"spinner", "spinner", "manifest.toml"},
 	{"echo", "echo", "manifest.toml"},
 	{"memhog", "memhog", "manifest.toml"},

@@ -383,9 +383,14 @@ type scrubReader struct {
 	err   error // sticky error of src
 }
 
-// reset readies s for another stream, keeping its buffers.
+// reset readies s for another stream, keeping its buffers (those of a
+// pooled handle) unless a response full of occurrences grew them.
 func (s *scrubReader) reset(src io.Reader, red *redactor) {
-	*s = scrubReader{src: src, red: red, tail: s.tail[:0], small: s.small, spans: s.spans[:0]}
+	spans := s.spans[:0]
+	if cap(spans) > 256 {
+		spans = nil
+	}
+	*s = scrubReader{src: src, red: red, tail: s.tail[:0], small: s.small, spans: spans}
 }
 
 func (s *scrubReader) Read(p []byte) (int, error) {
