@@ -32,7 +32,6 @@ var (
 var guestBuilds = []struct{ name, dir, manifest string }{
 	{"provider", "provider", "manifest.toml"},
 	{"tool", "tool", "manifest.toml"},
-	{"echo", "echo", "manifest.toml"},
 	{"spinner", "spinner", "manifest.toml"},
 	{"echo", "echo", "manifest.toml"},
 	{"memhog", "memhog", "manifest.toml"},
