@@ -94,8 +94,10 @@ func newOpenAIEnv(tb testing.TB) *openaiEnv {
 	e := &openaiEnv{log: logs, sim: sim}
 	e.url, _, _, e.hc = serveHost(tb, x, openaiProviderID, "OpenAI simulator", prov, quiet)
 
-	// The direct request must be the one the adapter sends.
-	if err := e.jsonRun(0); err != nil {
+	// The direct request must be the one the adapter sends for a streamed
+	// turn. (A JSON-mode run may be Buffered: the adapter then asks for
+	// one non-streamed answer instead.)
+	if err := e.sseRun(0); err != nil {
 		e.fail(tb, err)
 	}
 	reqs := sim.Requests()
