@@ -126,12 +126,13 @@ func (hm hostileModule) build(t testing.TB) Pin {
 }
 
 // besideNormal runs hostile's call while the normal guest serves calls
-// of its own, and returns the hostile call's error.
+// of its own in a loop — started before the hostile call and still
+// serving after it — and returns the hostile call's error.
 func besideNormal(t *testing.T, good runtime.Provider, hostile func() error) error {
 	t.Helper()
 	stop := make(chan struct{})
+	served := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	served := 0
 	wg.Go(func() {
 		for {
 			select {
@@ -142,17 +143,21 @@ func besideNormal(t *testing.T, good runtime.Provider, hostile func() error) err
 			out, err := good.Complete(t.Context(), input("stream:ok"), &sink{})
 			if err != nil || out.Text != "ok" {
 				t.Errorf("the normal extension beside a hostile one: %+v, %v", out, err)
+				close(served)
 				return
 			}
-			served++
+			select {
+			case served <- struct{}{}:
+			default:
+			}
 		}
 	})
+	<-served // the normal extension is serving
 	err := hostile()
+	<-served // and still is
+	<-served
 	close(stop)
 	wg.Wait()
-	if served == 0 {
-		t.Error("the normal extension served no call while the hostile one ran")
-	}
 	return err
 }
 

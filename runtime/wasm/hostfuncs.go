@@ -186,7 +186,9 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	stack[0] = 0
 	if cs.leaked(payload) {
-		return // not delivered: the call fails (redact.go)
+		// Not delivered: the guest is stopped like for any other emit
+		// contract violation (redact.go).
+		cs.trapWith(errViolation)
 	}
 	switch cs.op {
 	case abi.OpComplete:

@@ -334,8 +334,9 @@ var errLimit = errors.New("response size limit")
 func hostHTTPStart(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
 	cs.enterWait()
-	defer cs.exitWait()
+	cs.netWaited = false
 	stack[0] = errno(cs.httpStart(mod, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])))
+	cs.exitWait(cs.netWaited) // a refusal before the network is no wait
 }
 
 // httpStart returns a handle (> 0) or a negative Errno.
@@ -439,6 +440,7 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 	}
 	red := np.redactorFor(secrets)
 	cs.secrets.add(red)
+	cs.netWaited = true
 	resp, err := np.client.Do(hreq)
 	if err != nil {
 		return cs.netErrno(err)
@@ -511,7 +513,8 @@ func (h *httpHandle) bodyLimit() int64 {
 func hostHTTPRead(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
 	cs.enterWait()
-	defer cs.exitWait()
+	got := 0
+	defer func() { cs.exitWait(got > 0) }() // only new bytes were a wait
 	h := cs.handle(int32(uint32(stack[0])))
 	buf, capacity := uint32(stack[1]), uint32(stack[2])
 	if capacity > 0 {
@@ -533,7 +536,8 @@ func hostHTTPRead(ctx context.Context, mod api.Module, stack []uint64) {
 	if cap(h.buf) < n {
 		h.buf = make([]byte, n)
 	}
-	got, err := h.readBody(h.buf[:n])
+	var err error
+	got, err = h.readBody(h.buf[:n])
 	h.read += int64(got)
 	if h.read > h.bodyLimit() {
 		stack[0] = errno64(abi.ErrLimit)
@@ -570,7 +574,8 @@ func (l limitedBody) Read(p []byte) (int, error) {
 func hostHTTPNextEvent(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := current(ctx)
 	cs.enterWait()
-	defer cs.exitWait()
+	fresh := false
+	defer func() { cs.exitWait(fresh) }() // only a newly read event was a wait
 	h := cs.handle(int32(uint32(stack[0])))
 	buf, capacity := uint32(stack[1]), uint32(stack[2])
 	if capacity > 0 {
@@ -610,7 +615,7 @@ func hostHTTPNextEvent(ctx context.Context, mod api.Module, stack []uint64) {
 			return
 		}
 		h.frame = abi.AppendEvent(h.frame[:0], ev.Name, ev.Data)
-		h.has = true
+		h.has, fresh = true, true
 	}
 	if uint64(len(h.frame)) > uint64(capacity) {
 		stack[0] = uint64(abi.PackEOF(uint32(len(h.frame)), false)) // nothing consumed
@@ -626,7 +631,7 @@ func hostHTTPNextEvent(ctx context.Context, mod api.Module, stack []uint64) {
 func hostHTTPClose(ctx context.Context, _ api.Module, stack []uint64) {
 	cs := current(ctx)
 	cs.enterWait()
-	defer cs.exitWait()
+	defer cs.exitWait(false) // closing may block briefly, but is no wait on the upstream
 	id := int32(uint32(stack[0]))
 	if h := cs.inst.handles.remove(id); h != nil {
 		h.close()

@@ -60,6 +60,9 @@ type callState struct {
 	onProg func()           // OpToolInvoke
 	net    *netPolicy       // nil: no network for this binding
 
+	// netWaited records that the host function in progress sent a
+	// request to the network (httpStart), which is a real wait.
+	netWaited bool
 	// Watchdog bookkeeping (see watchdog): waiting > 0 while the guest is
 	// inside a host function that may block (enterWait); waits counts
 	// those calls, each of which restarts the compute count.
@@ -103,7 +106,13 @@ func (cs *callState) enter() {}
 func (cs *callState) exit()  {}
 
 // enterWait and exitWait bracket a host function that may block (network
-// I/O, a sleep). Waiting ends the stretch of compute the watchdog bounds.
+// I/O, a sleep). A wait that really happened — exitWait(true): a request
+// went to the network, a read brought new bytes or a new event, a sleep of
+// at least minSleepWait — ends the stretch of compute the watchdog
+// bounds. One that returned at once (a bad handle, a closed body read
+// again, a close, a nanosecond sleep) does not: a guest calling such a
+// function in a loop holds a core like one spinning on its own, and timing
+// the call instead would let an OS preemption inside it pass for a wait.
 //
 // While it waits the goroutine is unpinned from its OS thread: a goroutine
 // blocked while locked to a thread makes the Go scheduler park that thread
@@ -116,12 +125,18 @@ func (cs *callState) enterWait() {
 	goruntime.UnlockOSThread()
 }
 
-func (cs *callState) exitWait() {
+func (cs *callState) exitWait(waited bool) {
 	goruntime.LockOSThread()
 	cs.clock.Store(threadClockID())
-	cs.waits.Add(1)
+	if waited {
+		cs.waits.Add(1)
+	}
 	cs.waiting.Add(-1)
 }
+
+// minSleepWait is the shortest guest sleep that counts as waiting for the
+// watchdog: a guest sleeping a millisecond at a time yields its core.
+const minSleepWait = time.Millisecond
 
 // cancelled reports whether the caller cancelled the call.
 func (cs *callState) cancelled() bool { return cs.parent.Err() != nil }
@@ -203,7 +218,7 @@ func (inst *instance) nanosleep(ns int64) {
 		return
 	}
 	cs.enterWait()
-	defer cs.exitWait()
+	defer cs.exitWait(d >= minSleepWait)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -374,6 +389,7 @@ type watchdog struct {
 	lastClock int32
 	seen      uint64
 	started   bool
+	retry     time.Duration // the delay of the next sample while waiting
 }
 
 func (x *Extension) startWatchdog(cs *callState, limit time.Duration) *watchdog {
@@ -411,8 +427,17 @@ func (w *watchdog) check() {
 			cs.cancel(errWatchdog)
 			return
 		}
+		w.retry = 0
+		w.t.Reset(w.tick)
+		return
 	}
-	w.t.Reset(w.tick)
+	// Inside a host function that may wait: look again soon, then less
+	// and less often. A guest that loops on such a function returning at
+	// once spends most of its time inside it, and skipping to the next
+	// full tick would let most samples miss it; a real wait backs off to
+	// one sample a tick within four samples.
+	w.retry = min(max(2*w.retry, w.tick/16), w.tick)
+	w.t.Reset(w.retry)
 }
 
 func (w *watchdog) stop() {

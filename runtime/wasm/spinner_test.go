@@ -44,12 +44,14 @@ func completeCPU(t *testing.T, p runtime.Provider, msg string) (time.Duration, e
 }
 
 // TestWatchdogCountsHostCalls: host functions that do not wait count as
-// compute, so a guest that loops on config() or on emit is stopped by the
-// watchdog after between computeMs and 2× computeMs of CPU.
+// compute, and so do waiting ones that returned at once (a close, a bad
+// handle), so a guest that loops on config(), emit, http_close or
+// http_next_event of no handle is stopped by the watchdog after between
+// computeMs and 2× computeMs of CPU.
 func TestWatchdogCountsHostCalls(t *testing.T) {
 	const limit = 200 * time.Millisecond
 	e, p := loadSpinner(t, Options{ComputeLimit: limit})
-	for _, mode := range []string{"config", "progress"} {
+	for _, mode := range []string{"config", "progress", "close", "badevent"} {
 		t.Run(mode, func(t *testing.T) {
 			cpu, err := completeCPU(t, p, mode)
 			if !errors.Is(err, errWatchdog) {

@@ -86,6 +86,16 @@ func call(op int32) int32 {
 		for {
 			spins += int(hostEmit(int32(abi.EmitProgress), 0, 0))
 		}
+	case "close":
+		// A waiting host function that returns at once is no wait.
+		for {
+			httpClose(12345)
+			spins++
+		}
+	case "badevent":
+		for {
+			spins += int(httpNextEvent(999, 0, 0))
+		}
 	case "sse":
 		return stream(arg)
 	case "flood":
