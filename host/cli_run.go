@@ -208,7 +208,9 @@ func cliRunSummary(res *protocol.RunResult) string {
 
 // cliRunFailedAt prints why a client call of `adhost run` failed (see
 // cliClientFailed).
-func cliRunFailedAt(env *cliEnv, base string, err error) int { return cliClientFailed(env, "run", base, err) }
+func cliRunFailedAt(env *cliEnv, base string, err error) int {
+	return cliClientFailed(env, "run", base, err)
+}
 
 // cliClientFailed prints why a client call of command cmd failed: the wire
 // code and message of an answer, or — when no answer came — that the host

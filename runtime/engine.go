@@ -144,9 +144,9 @@ type hostTool struct {
 // New checks opts and compiles every tool input schema.
 func New(opts Options) (*Engine, error) {
 	e := &Engine{
-		providers:  make(map[string]*ProviderInstance, len(opts.Providers)),
-		tools:      make(map[string]*hostTool, len(opts.Tools)),
-		limits:     opts.Limits,
+		providers: make(map[string]*ProviderInstance, len(opts.Providers)),
+		tools:     make(map[string]*hostTool, len(opts.Tools)),
+		limits:    opts.Limits,
 		// The admission limits are defaults an operator may raise
 		// (wire-extensions §11.1): honoured as given, never lowered.
 		maxRunning: orDefault(opts.MaxConcurrent, DefaultMaxConcurrent),
@@ -208,7 +208,6 @@ func New(opts Options) (*Engine, error) {
 	e.base, e.cancelBase = context.WithCancelCause(context.Background())
 	return e, nil
 }
-
 
 // features are the /v1/protocol features this engine implements, in the
 // upstream order (wire-core §2.3). Extensions are added here only once they
