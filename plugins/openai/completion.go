@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+
 	"adhost/abi"
 	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/jsonscan"
@@ -14,17 +16,23 @@ import (
 // paths share the rules. completion_ref_test.go keeps the encoding/json
 // version this one is checked against.
 
-// completionChoice is what a turn keeps of the first choice.
+// completionChoice is what a turn keeps of the first choice. content is
+// appended to the buffer decodeCompletion was given (a turn reuses its
+// text buffer), finish is one of finishName's constants for the usual
+// reasons: a buffered turn allocates little besides its output.
 type completionChoice struct {
-	content, refusal *string
-	finish           *string
-	calls            []*toolCall
+	content    []byte
+	hasContent bool // content was a string, not absent or null
+	refusal    *string
+	finish     string
+	hasFinish  bool
+	calls      []*toolCall
 }
 
 // decodeCompletion reads body; ok is false for a body that is not a
 // chat.completion the adapter can use (malformed JSON, a member of the
 // wrong type, no choices). usage is the usage member (zero when absent).
-func decodeCompletion(body []byte) (ch completionChoice, usage jsonscan.Value, ok bool) {
+func decodeCompletion(body, text []byte) (ch completionChoice, usage jsonscan.Value, ok bool) {
 	var d jsonscan.Decoder
 	d.Reset(body)
 	if d.Peek() != jsonscan.Object || !d.Enter() {
@@ -34,7 +42,7 @@ func decodeCompletion(body []byte) (ch completionChoice, usage jsonscan.Value, o
 	for d.More() {
 		switch string(d.Key()) {
 		case "choices":
-			c, n, good := decodeChoices(&d)
+			c, n, good := decodeChoices(&d, text)
 			if !good {
 				return ch, usage, false
 			}
@@ -53,7 +61,7 @@ func decodeCompletion(body []byte) (ch completionChoice, usage jsonscan.Value, o
 
 // decodeChoices reads the choices array (null: none) and returns its first
 // element and the number of elements; every element is checked.
-func decodeChoices(d *jsonscan.Decoder) (first completionChoice, n int, ok bool) {
+func decodeChoices(d *jsonscan.Decoder, text []byte) (first completionChoice, n int, ok bool) {
 	switch d.Peek() {
 	case jsonscan.Null:
 		d.Skip()
@@ -65,7 +73,11 @@ func decodeChoices(d *jsonscan.Decoder) (first completionChoice, n int, ok bool)
 	d.Enter()
 	for d.More() {
 		var c completionChoice
-		if !decodeChoice(d, &c) {
+		buf := text
+		if n > 0 {
+			buf = nil // only the first choice is kept: the others are only checked
+		}
+		if !decodeChoice(d, &c, buf) {
 			return first, 0, false
 		}
 		if n == 0 {
@@ -76,7 +88,7 @@ func decodeChoices(d *jsonscan.Decoder) (first completionChoice, n int, ok bool)
 	return first, n, d.Err() == nil
 }
 
-func decodeChoice(d *jsonscan.Decoder, c *completionChoice) bool {
+func decodeChoice(d *jsonscan.Decoder, c *completionChoice, text []byte) bool {
 	switch d.Peek() {
 	case jsonscan.Null: // a zero choice, as encoding/json reads it
 		d.Skip()
@@ -89,11 +101,21 @@ func decodeChoice(d *jsonscan.Decoder, c *completionChoice) bool {
 	for d.More() {
 		switch string(d.Key()) {
 		case "message":
-			if !decodeMessage(d, c) {
+			if !decodeMessage(d, c, text) {
 				return false
 			}
 		case "finish_reason":
-			if !optString(d.Value(), &c.finish) {
+			switch v := d.Value(); v.Kind() {
+			case jsonscan.Null:
+				c.finish, c.hasFinish = "", false
+			case jsonscan.String:
+				var tmp [32]byte
+				b, err := v.AppendString(tmp[:0])
+				if err != nil {
+					return false
+				}
+				c.finish, c.hasFinish = finishName(b), true
+			default:
 				return false
 			}
 		case "index":
@@ -109,7 +131,7 @@ func decodeChoice(d *jsonscan.Decoder, c *completionChoice) bool {
 	return d.Err() == nil
 }
 
-func decodeMessage(d *jsonscan.Decoder, c *completionChoice) bool {
+func decodeMessage(d *jsonscan.Decoder, c *completionChoice, text []byte) bool {
 	switch d.Peek() {
 	case jsonscan.Null:
 		d.Skip()
@@ -122,7 +144,16 @@ func decodeMessage(d *jsonscan.Decoder, c *completionChoice) bool {
 	for d.More() {
 		switch string(d.Key()) {
 		case "content":
-			if !optString(d.Value(), &c.content) {
+			switch v := d.Value(); v.Kind() {
+			case jsonscan.Null:
+				c.content, c.hasContent = nil, false
+			case jsonscan.String:
+				b, err := v.AppendString(text[:0])
+				if err != nil {
+					return false
+				}
+				c.content, c.hasContent = b, true
+			default:
 				return false
 			}
 		case "refusal":
@@ -253,24 +284,36 @@ func plainString(v jsonscan.Value, dst *string) bool {
 
 // completeJSON reads a turn answered with one chat.completion object: a
 // buffered turn (abi.CompleteInput.Buffered), or a compatible server that
-// ignored stream: true.
+// ignored stream: true. The body and the text go into the spare stream
+// state's buffers, kept for the next turn.
 func completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
-	b, err := resp.ReadAll(abi.MaxResponseBytes)
+	st := spareStream.Swap(nil)
+	if st == nil {
+		st = new(turnStream)
+	}
+	out, err := st.completeJSON(c, resp)
+	keepStream(st)
+	return out, err
+}
+
+func (st *turnStream) completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
+	b, err := readBody(resp, st.buf[:0], abi.MaxResponseBytes)
+	st.buf = b[:0]
 	if err != nil {
 		return nil, transportError(err, true)
 	}
-	ch, usage, ok := decodeCompletion(b)
-	if !ok || ch.finish == nil {
+	ch, usage, ok := decodeCompletion(b, st.text[:0])
+	if !ok || !ch.hasFinish {
 		return nil, invalid("completion body is not a chat.completion")
 	}
 	if ch.refusal != nil && *ch.refusal != "" {
 		return nil, &sdk.Error{Code: sdk.CodeProviderRefusal, Message: "model refused"}
 	}
 	// Replay it through the stream state so both paths share the rules.
-	st := &turnStream{out: c, done: true, finish: *ch.finish, calls: ch.calls}
-	if ch.content != nil && *ch.content != "" {
-		st.text = []byte(*ch.content)
-		if c.EmitText(*ch.content) {
+	*st = turnStream{out: c, done: true, finish: ch.finish, calls: ch.calls, text: ch.content[:0], buf: st.buf}
+	if len(ch.content) > 0 {
+		st.text = ch.content
+		if c.EmitTextBytes(st.text) {
 			return nil, sdk.ErrCancelled
 		}
 	}
@@ -278,4 +321,30 @@ func completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) 
 		return nil, err
 	}
 	return st.result()
+}
+
+// readBody is sdk.Response.ReadAll appending to dst (a buffer kept across
+// turns): a fresh 4 KB buffer per turn was most of a buffered turn's
+// garbage.
+func readBody(resp *sdk.Response, dst []byte, limit int) ([]byte, error) {
+	b := dst[:0]
+	if cap(b) < 4096 {
+		b = make([]byte, 0, 4096)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := resp.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if len(b) > limit {
+			return b, &sdk.Error{Code: sdk.CodeResponseTooLarge, Message: "upstream body exceeds the plugin's limit"}
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
