@@ -184,3 +184,35 @@ func TestAdmissionReservesCapacity(t *testing.T) {
 		t.Fatalf("units after every run ended: provider %d, tools %d", provCap.inUse(), toolCap.inUse())
 	}
 }
+
+// TestBufferedTurns: only a JSON-mode run without an idle timeout tells
+// the provider that nobody reads its text as it streams.
+func TestBufferedTurns(t *testing.T) {
+	got := make(chan bool, 1)
+	prov := &fakeProvider{complete: func(_ context.Context, in *abi.CompleteInput, _ TurnSink) (*abi.CompleteOutput, error) {
+		got <- in.Buffered
+		return &abi.CompleteOutput{Text: "ok", FinishReason: "stop"}, nil
+	}}
+	env := newEnv(t, prov)
+	idle := func(r *protocol.RunRequest) { ms := int64(60_000); r.IdleTimeoutMs = &ms }
+	for _, tc := range []struct {
+		name string
+		mode Mode
+		mods []func(*protocol.RunRequest)
+		want bool
+	}{
+		{"json", ModeJSON, nil, true},
+		{"json with idle timeout", ModeJSON, []func(*protocol.RunRequest){idle}, false},
+		{"stream", ModeStream, nil, false},
+	} {
+		run := env.start(t, req("x", tc.mods...), tc.mode)
+		if b := <-got; b != tc.want {
+			t.Errorf("%s: Buffered = %v, want %v", tc.name, b, tc.want)
+		}
+		if tc.mode == ModeStream {
+			collect(t, run)
+		} else if _, err := run.Wait(t.Context()); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+}

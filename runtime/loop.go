@@ -42,6 +42,9 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 			OutputSchema:    r.req.OutputSchema,
 			Native:          native,
 			Step:            step,
+			// Nobody reads deltas of a JSON run; without an idle timeout
+			// they are not progress either.
+			Buffered: r.mode == ModeJSON && pl.idle == 0,
 		}
 		out, t, err := r.callWithRetries(in)
 		if err != nil {

@@ -89,6 +89,9 @@ func appendCompleteInput(b []byte, in *abi.CompleteInput) ([]byte, error) {
 	}
 	b = append(b, `,"step":`...)
 	b = strconv.AppendInt(b, int64(in.Step), 10)
+	if in.Buffered {
+		b = append(b, `,"buffered":true`...)
+	}
 	return append(b, '}'), nil
 }
 

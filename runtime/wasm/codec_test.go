@@ -14,6 +14,7 @@ func completeInputs() []*abi.CompleteInput {
 		{},
 		{Model: "m", Messages: []abi.Message{}, MaxOutputTokens: 1, Step: 1},
 		{Model: "fixture-model", Messages: []abi.Message{{Role: abi.RoleUser, Content: "conformance:text"}}, MaxOutputTokens: 4096, Step: 1},
+		{Model: "m", Messages: []abi.Message{{Role: abi.RoleUser, Content: "x"}}, MaxOutputTokens: 1, Step: 2, Buffered: true},
 		{
 			Model:        "m<&>\u2028\u2029",
 			Instructions: "line\nbreak\t\"quoted\" \\ \b\f\x00\x1f\x7f <tag> & é 日本 \xff\xfe bad",
