@@ -3,8 +3,6 @@ package wasm
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	"adhost/abi"
 	"adhost/runtime"
-	"adhost/runtime/manifest"
 	"adhost/runtime/protocol"
 	"adhost/runtime/wasm/checkpoint"
 )
@@ -21,9 +18,9 @@ import (
 // runs against the host's limits while another extension serves, and the
 // client sees the provider's failure, never the host's.
 
-// hostileProviderManifest is a provider manifest for the hand-assembled
-// modules below.
-const hostileProviderManifest = `id = "%ID%"
+// hostileManifest is the manifest of a hand-assembled hostile provider.
+func hostileManifest(id string) string {
+	return `id = "` + id + `"
 name = "Hostile"
 version = "1.0.0"
 kind = "provider"
@@ -41,88 +38,6 @@ memoryMiB = 16
 computeMs = 5000
 poolSize = 1
 `
-
-// hostileModule assembles a provider whose plugin_call answers OpInfo and
-// runs attack for any other op. extraFuncs are more function bodies (type
-// index, locals+body bytes after the locals vector) at indices 4, 5, …;
-// tables is the table section body (nil: none); exports are more function
-// exports (name → function index).
-type hostileModule struct {
-	id      string
-	attack  []byte // code of plugin_call's attack branch (it may use local 0, the op)
-	funcs   []hostileFunc
-	tables  []byte
-	exports map[string]byte
-}
-
-type hostileFunc struct {
-	typ  byte   // 0 ()->(), 1 (i32)->i32
-	code []byte // locals vector then the body, ending in 0x0b
-}
-
-func (hm hostileModule) build(t testing.TB) Pin {
-	t.Helper()
-	mf := strings.ReplaceAll(hostileProviderManifest, "%ID%", hm.id)
-	info := []byte(`{"id":"` + hm.id + `","version":"1.0.0","kind":"provider"}`)
-	mod := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
-	section := func(id byte, body []byte) {
-		mod = append(mod, id)
-		mod = uleb(mod, uint64(len(body)))
-		mod = append(mod, body...)
-	}
-	name := func(b []byte, s string) []byte { return append(uleb(b, uint64(len(s))), s...) }
-	// Types: 0 ()->(), 1 (i32)->i32, 2 (i32,i32)->().
-	section(1, []byte{3, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f, 0x60, 2, 0x7f, 0x7f, 0})
-	imports := name([]byte{1}, abi.HostModule)
-	imports = name(imports, abi.HostOutput)
-	section(2, append(imports, 0, 2)) // func 0: output
-	// Functions 1..3: _initialize, marker, plugin_call; then hm.funcs.
-	fsec := []byte{byte(3 + len(hm.funcs)), 0, 0, 1}
-	for _, f := range hm.funcs {
-		fsec = append(fsec, f.typ)
-	}
-	section(3, fsec)
-	if hm.tables != nil {
-		section(4, hm.tables)
-	}
-	section(5, []byte{1, 0, 1}) // one memory, min 1 page
-	exports := []byte{byte(4 + len(hm.exports))}
-	for i, n := range []string{abi.ExportInitialize, abi.ExportMarkerV1, abi.ExportCall} {
-		exports = append(name(exports, n), 0, byte(i+1))
-	}
-	exports = append(name(exports, "memory"), 2, 0)
-	for n, idx := range hm.exports {
-		exports = append(name(exports, n), 0, idx)
-	}
-	section(7, exports)
-	empty := []byte{0, 0x0b}
-	// plugin_call(op): if op == OpInfo { output(info); return 0 } attack.
-	call := []byte{0, 0x20, 0, 0x41}
-	call = sleb(call, int64(abi.OpInfo))
-	call = append(call, 0x46, 0x04, 0x40, 0x41, 0, 0x41) // i32.eq; if; i32.const 0; i32.const len
-	call = sleb(call, int64(len(info)))
-	call = append(call, 0x10, 0, 0x41, 0, 0x0f, 0x0b) // call output; i32.const 0; return; end
-	call = append(call, hm.attack...)
-	call = append(call, 0x41, 1, 0x0b) // i32.const 1 (error status); end
-	code := uleb(nil, uint64(3+len(hm.funcs)))
-	for _, body := range [][]byte{empty, empty, call} {
-		code = append(uleb(code, uint64(len(body))), body...)
-	}
-	for _, f := range hm.funcs {
-		code = append(uleb(code, uint64(len(f.code))), f.code...)
-	}
-	section(10, code)
-	data := uleb([]byte{1, 0, 0x41, 0, 0x0b}, uint64(len(info)))
-	section(11, append(data, info...))
-	out, err := manifest.Embed(mod, []byte(mf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), hm.id+".wasm")
-	if err := os.WriteFile(p, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return Pin{ID: hm.id, Version: "1.0.0", Path: p, SHA256: sha256Hex(out)}
 }
 
 // besideNormal runs hostile's call while the normal guest serves calls
@@ -177,11 +92,11 @@ func checkProviderFault(t *testing.T, err error, class string) {
 // is discarded and the host's RSS comes back.
 func TestHostileRecursion(t *testing.T) {
 	// func 4: (i32)->i32 with 64 i32 locals: local.get 0; call 4; end.
-	recurse := hostileFunc{typ: 1, code: []byte{1, 64, 0x7f, 0x20, 0, 0x10, 4, 0x0b}}
-	pin := hostileModule{
-		id:     "recurser",
-		attack: []byte{0x20, 0, 0x10, 4, 0x1a}, // local.get 0; call 4; drop
-		funcs:  []hostileFunc{recurse},
+	recurse := asmFunc{typ: 1, code: []byte{1, 64, 0x7f, 0x20, 0, 0x10, 4, 0x0b}}
+	pin := asmModule{
+		manifest: hostileManifest("recurser"),
+		attack:   []byte{0x20, 0, 0x10, 4, 0x1a}, // local.get 0; call 4; drop
+		funcs:    []asmFunc{recurse},
 	}.build(t)
 	logs := &logBuf{}
 	x, err := Load(t.Context(), pin, Options{Cache: sharedCache, Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -219,20 +134,20 @@ func TestHostileRecursion(t *testing.T) {
 func TestHostileTable(t *testing.T) {
 	// Table section: one funcref table, min 1, no maximum.
 	// func 4: ()->() loops table.grow(ref.null, 1) until it returns -1.
-	growAll := hostileFunc{typ: 0, code: []byte{0,
+	growAll := asmFunc{typ: 0, code: []byte{0,
 		0x03, 0x40, // loop
 		0xd0, 0x70, 0x41, 0x01, 0xfc, 0x0f, 0x00, // ref.null func; i32.const 1; table.grow 0
 		0x41, 0x7f, 0x47, 0x0d, 0x00, // i32.const -1; i32.ne; br_if 0
 		0x0b, 0x0b}}
 	// func 5: ()->() is the export "size" would need a result: use (i32)->i32
 	// ignoring its argument: table.size 0.
-	size := hostileFunc{typ: 1, code: []byte{0, 0xfc, 0x10, 0x00, 0x0b}}
-	pin := hostileModule{
-		id:      "tabler",
-		attack:  []byte{0x10, 4}, // call growAll
-		funcs:   []hostileFunc{growAll, size},
-		tables:  []byte{1, 0x70, 0x00, 0x01},
-		exports: map[string]byte{"size": 5},
+	size := asmFunc{typ: 1, code: []byte{0, 0xfc, 0x10, 0x00, 0x0b}}
+	pin := asmModule{
+		manifest: hostileManifest("tabler"),
+		attack:   []byte{0x10, 4}, // call growAll
+		funcs:    []asmFunc{growAll, size},
+		tables:   []byte{1, 0x70, 0x00, 0x01},
+		exports:  map[string]byte{"size": 5},
 	}.build(t)
 	x, err := Load(t.Context(), pin, Options{Cache: sharedCache})
 	if err != nil {
@@ -275,7 +190,7 @@ func TestHostileTable(t *testing.T) {
 	}
 
 	// A table declared over the bound never loads.
-	big := hostileModule{id: "bigtable", attack: []byte{}, tables: append([]byte{1, 0x70, 0x00}, uleb(nil, 100_000_000)...)}.build(t)
+	big := asmModule{manifest: hostileManifest("bigtable"), attack: []byte{}, tables: append([]byte{1, 0x70, 0x00}, uleb(nil, 100_000_000)...)}.build(t)
 	if _, err := Load(t.Context(), big, Options{Cache: sharedCache}); err == nil || !strings.Contains(err.Error(), "entries") {
 		t.Fatalf("a 100M-entry table: %v, want a refusal at load", err)
 	}
@@ -285,7 +200,7 @@ func TestHostileTable(t *testing.T) {
 // is stopped by the watchdog as a compute-limit fault while another
 // extension serves.
 func TestHostileSpinBesideNormal(t *testing.T) {
-	pin := hostileModule{id: "spinner2", attack: []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}}.build(t) // loop br 0 end
+	pin := asmModule{manifest: hostileManifest("spinner2"), attack: []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}}.build(t) // loop br 0 end
 	x, err := Load(t.Context(), pin, Options{Cache: sharedCache, ComputeLimit: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
@@ -15,9 +14,6 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-
-	"adhost/abi"
-	"adhost/runtime/manifest"
 )
 
 // rssSlack is issue 9's bound: after any hostile case host RSS returns
@@ -160,54 +156,17 @@ func TestMemoryHog(t *testing.T) {
 // byte of the range (memory.fill).
 func growModule(t testing.TB, memoryMiB int) Pin {
 	t.Helper()
-	mf := "id = \"grower\"\nname = \"Grower\"\nversion = \"1.0.0\"\nkind = \"tool\"\ncontractVersion = \"1.0\"\n\n[limits]\nmemoryMiB = " + strconv.Itoa(memoryMiB) + "\n"
-	info := []byte(`{"id":"grower","version":"1.0.0","kind":"tool"}`)
-	mod := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
-	section := func(id byte, body []byte) {
-		mod = append(mod, id)
-		mod = uleb(mod, uint64(len(body)))
-		mod = append(mod, body...)
-	}
-	name := func(b []byte, s string) []byte { return append(uleb(b, uint64(len(s))), s...) }
-	// Types: 0 ()->(), 1 (i32)->i32, 2 (i32,i32)->().
-	section(1, []byte{3, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f, 0x60, 2, 0x7f, 0x7f, 0})
-	imports := name([]byte{1}, abi.HostModule)
-	imports = name(imports, abi.HostOutput)
-	section(2, append(imports, 0, 2)) // func 0: output
-	// Functions 1..5: _initialize, marker, plugin_call, grow, fill.
-	section(3, []byte{5, 0, 0, 1, 1, 2})
-	section(5, []byte{1, 0, 1}) // one memory: min 1 page, no maximum
-	exports := []byte{6}
-	for i, n := range []string{abi.ExportInitialize, abi.ExportMarkerV1, abi.ExportCall, "grow", "fill"} {
-		exports = append(name(exports, n), 0, byte(i+1))
-	}
-	exports = append(name(exports, "memory"), 2, 0)
-	section(7, exports)
-	empty := []byte{0, 0x0b}
-	call := []byte{0, 0x41, 0, 0x41}                  // i32.const 0; i32.const len(info)
-	call = sleb(call, int64(len(info)))               //
-	call = append(call, 0x10, 0, 0x41, 0, 0xb)        // call output; i32.const 0
-	grow := []byte{0, 0x20, 0, 0x40, 0, 0x0b}         // local.get 0; memory.grow
-	fill := []byte{0, 0x20, 0, 0x41}                  // local.get 0; i32.const 0x5a
-	fill = sleb(fill, 0x5a)                           //
+	fill := []byte{0, 0x20, 0, 0x41} // local.get 0; i32.const 0x5a
+	fill = sleb(fill, 0x5a)
 	fill = append(fill, 0x20, 1, 0xfc, 0x0b, 0, 0x0b) // local.get 1; memory.fill
-	code := []byte{5}
-	for _, body := range [][]byte{empty, empty, call, grow, fill} {
-		code = append(uleb(code, uint64(len(body))), body...)
-	}
-	section(10, code)
-	data := uleb([]byte{1, 0, 0x41, 0, 0x0b}, uint64(len(info)))
-	section(11, append(data, info...))
-
-	out, err := manifest.Embed(mod, []byte(mf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "grower.wasm")
-	if err := os.WriteFile(p, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return Pin{ID: "grower", Version: "1.0.0", Path: p, SHA256: sha256Hex(out)}
+	return asmModule{
+		manifest: "id = \"grower\"\nname = \"Grower\"\nversion = \"1.0.0\"\nkind = \"tool\"\ncontractVersion = \"1.0\"\n\n[limits]\nmemoryMiB = " + strconv.Itoa(memoryMiB) + "\n",
+		funcs: []asmFunc{
+			{typ: 1, code: []byte{0, 0x20, 0, 0x40, 0, 0x0b}}, // local.get 0; memory.grow
+			{typ: 2, code: fill},
+		},
+		exports: map[string]byte{"grow": 4, "fill": 5},
+	}.build(t)
 }
 
 func memBase(t testing.TB, inst *instance) uintptr {
