@@ -53,8 +53,10 @@ type Options struct {
 	// Logger receives guest logs and sandbox events; nil: slog.Default().
 	Logger *slog.Logger
 
-	// MemoryMiB, ComputeLimit and PoolSize override the manifest's limits
-	// (host.toml); zero keeps the manifest's value.
+	// MemoryMiB, ComputeLimit and PoolSize override the manifest's limits;
+	// zero keeps the manifest's value. Load refuses a value outside the
+	// manifest's own bounds (manifest.MaxMemoryMiB, MaxPoolSize) rather
+	// than lowering it.
 	MemoryMiB    int
 	ComputeLimit time.Duration
 	PoolSize     int
@@ -196,11 +198,20 @@ func load(ctx context.Context, pin Pin, opts Options) (_ *Extension, err error) 
 		return nil, fmt.Errorf("%w: version expected %q, actual %q", ErrPinMismatch, pin.Version, m.Version)
 	}
 
+	// An override the host would not honour is refused, never lowered.
+	switch {
+	case opts.MemoryMiB > manifest.MaxMemoryMiB || opts.MemoryMiB < 0:
+		return nil, fmt.Errorf("%w: MemoryMiB %d out of range 0..%d", ErrInstanceConfig, opts.MemoryMiB, manifest.MaxMemoryMiB)
+	case opts.PoolSize > manifest.MaxPoolSize || opts.PoolSize < 0:
+		return nil, fmt.Errorf("%w: PoolSize %d out of range 0..%d", ErrInstanceConfig, opts.PoolSize, manifest.MaxPoolSize)
+	case opts.MaxInstances < 0:
+		return nil, fmt.Errorf("%w: MaxInstances %d is negative", ErrInstanceConfig, opts.MaxInstances)
+	}
 	x := &Extension{pin: pin, m: m, opts: opts}
 	x.log = opts.logger().With("extension", pin.String())
 	memMiB := m.Limits.MemoryMiB
 	if opts.MemoryMiB > 0 {
-		memMiB = min(opts.MemoryMiB, manifest.MaxMemoryMiB)
+		memMiB = opts.MemoryMiB
 	}
 	x.memLimit = uint32(memMiB) << 20
 	x.computeLimit = time.Duration(m.Limits.ComputeMs) * time.Millisecond
@@ -213,7 +224,7 @@ func load(ctx context.Context, pin Pin, opts Options) (_ *Extension, err error) 
 	}
 	poolSize := m.Limits.PoolSize
 	if opts.PoolSize > 0 {
-		poolSize = min(opts.PoolSize, manifest.MaxPoolSize)
+		poolSize = opts.PoolSize
 	}
 	rate := opts.MaxLogBytesPerSec
 	if rate <= 0 {

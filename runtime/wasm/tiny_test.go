@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"adhost/abi"
@@ -186,4 +187,28 @@ func TestTinyImports(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoadRefusesOverrides: an override above the manifest's bounds is an
+// error naming it, never a silent change.
+func TestLoadRefusesOverrides(t *testing.T) {
+	pin := tiny{marker: abi.ExportMarkerV1, infoID: "tiny"}.build(t)
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{MemoryMiB: manifest.MaxMemoryMiB + 1}, "MemoryMiB"},
+		{Options{PoolSize: manifest.MaxPoolSize + 1}, "PoolSize"},
+		{Options{MaxInstances: -1}, "MaxInstances"},
+	} {
+		_, err := Load(t.Context(), pin, tc.opts)
+		if !errors.Is(err, ErrInstanceConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Load(%+v) = %v, want ErrInstanceConfig naming %s", tc.opts, err, tc.want)
+		}
+	}
+	x, err := Load(t.Context(), pin, Options{MemoryMiB: manifest.MaxMemoryMiB, PoolSize: manifest.MaxPoolSize})
+	if err != nil {
+		t.Fatalf("the largest overrides: %v", err)
+	}
+	x.Close(t.Context())
 }
