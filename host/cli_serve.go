@@ -207,7 +207,7 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 	}
 	sinks := cliUsageTee{h.store}
 	if cfg.Usage.JSONL != "" {
-		if h.jsonl, err = store.OpenJSONL(cfg.Usage.JSONL); err != nil {
+		if h.jsonl, err = store.OpenJSONL(cfg.Usage.JSONL, store.JSONLOptions{Logger: log}); err != nil {
 			return nil, err
 		}
 		sinks = append(sinks, h.jsonl)
@@ -331,7 +331,22 @@ func cliOneLine(err error) error {
 
 // cliUsageTee delivers each usage record to every sink (the store always,
 // the JSONL file when configured); one sink failing does not skip others.
+// Both sinks only queue, so the tee does too and the engine calls it on
+// the run's goroutine; close writes what they queued (the engine has
+// delivered every record by then: Serve shuts it down first).
 type cliUsageTee []runtime.UsageSink
+
+var _ runtime.AsyncUsageSink = cliUsageTee(nil)
+
+// QueuesUsage is true if every sink of the tee only queues.
+func (t cliUsageTee) QueuesUsage() bool {
+	for _, s := range t {
+		if a, ok := s.(runtime.AsyncUsageSink); !ok || !a.QueuesUsage() {
+			return false
+		}
+	}
+	return true
+}
 
 func (t cliUsageTee) RecordUsage(ctx context.Context, rec *runtime.UsageRecord) error {
 	var errs []error

@@ -226,6 +226,20 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
+// AsyncUsageSink is a UsageSink whose RecordUsage only queues the record
+// for a writer of its own (store.Store and store.JSONL batch their writes).
+// The engine calls such a sink on the run's goroutine: starting a goroutine
+// per run to guard against a slow sink costs more than the record itself
+// once the sink does no I/O on the caller's path.
+type AsyncUsageSink interface {
+	UsageSink
+	// QueuesUsage reports whether RecordUsage keeps that promise: it
+	// returns at once while the sink keeps up and, when it is behind,
+	// waits no longer than ctx (the engine's 2 s bound). A sink that
+	// wraps others (a tee) reports true only if all of them do.
+	QueuesUsage() bool
+}
+
 // deliverUsage hands the record to the sink with a 2 s bound. The outcome
 // is already public; a sink failure is only logged.
 func (r *Run) deliverUsage() {
@@ -236,28 +250,34 @@ func (r *Run) deliverUsage() {
 	rec := r.usageRecord()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), usageSinkTimeout)
 	defer cancel()
-	errc := make(chan error, 1)
-	r.e.calls.Add(1)
-	go func() {
-		defer r.e.calls.Done()
-		err := errPanic
-		defer func() {
-			if recover() != nil {
-				err = errPanic
-			}
-			errc <- err
-		}()
-		err = sink.RecordUsage(ctx, rec)
-	}()
 	var err error
-	select {
-	case err = <-errc:
-	case <-ctx.Done():
-		err = ctx.Err()
+	if a, ok := sink.(AsyncUsageSink); ok && a.QueuesUsage() {
+		err = recordUsage(ctx, sink, rec)
+	} else {
+		// A sink that may block past ctx is called on a goroutine of its
+		// own, so that the bound holds whatever it does; Shutdown waits
+		// for it through e.calls.
+		errc := make(chan error, 1)
+		r.e.calls.Go(func() { errc <- recordUsage(ctx, sink, rec) })
+		select {
+		case err = <-errc:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	if err != nil {
 		r.e.log.Warn("usage record not delivered", "runId", r.id, "error", fmt.Sprintf("%T", err))
 	}
+}
+
+// recordUsage calls the sink; a panic is errPanic, never the host's end.
+func recordUsage(ctx context.Context, sink UsageSink, rec *UsageRecord) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = errPanic
+		}
+	}()
+	return sink.RecordUsage(ctx, rec)
 }
 
 func typeName(err error) string {

@@ -39,9 +39,20 @@ type Store struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+	// usage batches RecordUsage into one transaction per batch.
+	usage *usageQueue[usageEntry]
+	buf   bytes.Buffer  // the values of the writer's batch
+	enc   *json.Encoder // into buf
 }
 
-var _ runtime.UsageSink = (*Store)(nil)
+// usageEntry is a usage record and its key, computed by RecordUsage so
+// that a record the writer would refuse is refused to the caller.
+type usageEntry struct {
+	key []byte
+	rec *runtime.UsageRecord
+}
+
+var _ runtime.AsyncUsageSink = (*Store)(nil)
 
 const (
 	layoutKey     = "v1/meta/layout"
@@ -83,6 +94,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.enc = json.NewEncoder(&s.buf)
+	s.usage = newUsageQueue("store", log, s.writeUsage)
 	if !opts.InMemory {
 		interval := opts.GCInterval
 		if interval <= 0 {
@@ -134,11 +147,12 @@ func (s *Store) gcLoop(interval time.Duration) {
 	}
 }
 
-// Close stops the GC goroutine and closes the database. It is safe to call
-// more than once.
+// Close writes the queued usage records, stops the GC goroutine and closes
+// the database. It is safe to call more than once.
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.usage.close()
 		close(s.stop)
 		s.wg.Wait()
 		err = s.db.Close()
@@ -171,9 +185,14 @@ func be8(n int64) []byte {
 
 func key(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// RecordUsage keeps one usage record (runtime.UsageSink). Records are keyed
-// by finish time, then run id, so listing is chronological; recording the
-// same run twice overwrites.
+// RecordUsage queues one usage record (runtime.AsyncUsageSink) for the
+// store's writer, which commits the records of concurrent runs in one
+// transaction a few milliseconds later; Close and Usage wait for it.
+// Records are keyed by finish time, then run id, so listing is
+// chronological; recording the same run twice overwrites. The store keeps
+// rec: the caller must not change it afterwards. When the writer is so far
+// behind that the queue stays full until ctx is done, the record is
+// dropped, logged and counted (*UsageDroppedError).
 func (s *Store) RecordUsage(ctx context.Context, rec *runtime.UsageRecord) error {
 	if rec == nil || rec.RunID == "" {
 		return errors.New("store: usage record without run id")
@@ -182,17 +201,55 @@ func (s *Store) RecordUsage(ctx context.Context, rec *runtime.UsageRecord) error
 	if err != nil {
 		return fmt.Errorf("store: usage record %s: finishedAt: %w", rec.RunID, err)
 	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("store: usage record %s: %w", rec.RunID, err)
-	}
 	k := key([]byte(usagePrefix), be8(finished.UnixNano()), []byte("/"+rec.RunID))
-	return s.update(ctx, func(txn *badger.Txn) error { return txn.Set(k, b) })
+	return s.usage.put(ctx, usageEntry{key: k, rec: rec}, rec.RunID)
+}
+
+// QueuesUsage reports that RecordUsage only queues (runtime.AsyncUsageSink).
+func (s *Store) QueuesUsage() bool { return true }
+
+// writeUsage commits a batch of usage records in as few transactions as
+// Badger's size limit allows (writer goroutine only). The transactions only
+// write keys unique to their runs, so they cannot conflict. The values are
+// encoded into one buffer, reused by the next batch: a transaction keeps
+// them only until its Commit returns.
+func (s *Store) writeUsage(batch []usageEntry) error {
+	txn := s.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	s.buf.Reset()
+	for _, e := range batch {
+		n := s.buf.Len()
+		if err := s.enc.Encode(e.rec); err != nil {
+			s.buf.Truncate(n)
+			s.log.Error("usage record not written", "runId", e.rec.RunID, "error", err)
+			continue
+		}
+		b := s.buf.Bytes()[n : s.buf.Len()-1 : s.buf.Len()-1] // without Encode's '\n'
+		err := txn.Set(e.key, b)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err = txn.Commit(); err != nil {
+				return fmt.Errorf("store: usage records: %w", err)
+			}
+			txn = s.db.NewTransaction(true)
+			err = txn.Set(e.key, b)
+		}
+		if err != nil {
+			return fmt.Errorf("store: usage record %s: %w", e.rec.RunID, err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("store: usage records: %w", err)
+	}
+	return nil
 }
 
 // Usage calls fn for each usage record finished at or after since, oldest
-// first, until fn returns false.
+// first, until fn returns false. It first waits for the records queued
+// before it to be committed, so a caller reads what it recorded.
 func (s *Store) Usage(ctx context.Context, since time.Time, fn func(*runtime.UsageRecord) bool) error {
+	if err := s.usage.flush(ctx); err != nil {
+		return err
+	}
 	return s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
 		defer it.Close()

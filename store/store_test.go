@@ -18,8 +18,8 @@ import (
 )
 
 var (
-	_ runtime.UsageSink = (*store.Store)(nil)
-	_ runtime.UsageSink = (*store.JSONL)(nil)
+	_ runtime.AsyncUsageSink = (*store.Store)(nil)
+	_ runtime.AsyncUsageSink = (*store.JSONL)(nil)
 )
 
 func TestMain(m *testing.M) {
@@ -165,7 +165,7 @@ func TestOpenCreatesPrivateDir(t *testing.T) {
 
 func TestJSONL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "usage.jsonl")
-	j, err := store.OpenJSONL(path)
+	j, err := store.OpenJSONL(path, store.JSONLOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestJSONL(t *testing.T) {
 		t.Error("RecordUsage after Close succeeded")
 	}
 	// Reopen appends rather than truncating.
-	j, err = store.OpenJSONL(path)
+	j, err = store.OpenJSONL(path, store.JSONLOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
