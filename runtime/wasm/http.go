@@ -34,7 +34,7 @@ var errPrivateAddress = errors.New("address not permitted")
 
 // netPolicy is the network side of one binding (provider instance or tool
 // set): which origins it may reach, which one the operator configured, the
-// credentials it injects, and its own HTTP client (connections are never
+// credentials it injects, and its own HTTP clients (connections are never
 // shared across bindings, so a connection dialed under one binding's
 // private-address exemption cannot serve another).
 type netPolicy struct {
@@ -42,7 +42,11 @@ type netPolicy struct {
 	allowed  map[string]bool // canonical origins of the manifest
 	endpoint string          // canonical operator-configured origin, or ""
 	epAddr   string          // its host:port, for the dial-time check
-	client   *http.Client
+	// h1 runs requests on the calling goroutine (h1client.go); client,
+	// net/http's Transport, serves what h1 does not (roundTrip), and every
+	// request when h1 is nil (tests and benchmarks compare the two).
+	h1     *h1Client
+	client *http.Client
 	// static and creds are the manifest's static headers and credential
 	// slots with canonical header names, computed once: canonicalising a
 	// lower-case name allocates, on every request.
@@ -96,6 +100,7 @@ func newNetPolicy(x *Extension, endpoint *url.URL, secrets map[string]func(conte
 		// Never follow a redirect: the 3xx response is returned and refused.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	np.h1 = newH1Client(np, x.opts.RootCAs)
 	x.netMu.Lock()
 	x.nets = append(x.nets, np)
 	x.netMu.Unlock()
@@ -103,7 +108,30 @@ func newNetPolicy(x *Extension, endpoint *url.URL, secrets map[string]func(conte
 }
 
 func (np *netPolicy) close() {
+	if np.h1 != nil {
+		np.h1.close()
+	}
 	np.client.CloseIdleConnections()
+}
+
+// roundTrip sends req to origin (its canonical origin, already checked).
+// The direct client takes every request but one to a host name that is
+// not ASCII, which the Transport converts to punycode for the dial and the
+// TLS name. A proxy would go to the Transport too; the host never uses one.
+func (np *netPolicy) roundTrip(req *http.Request, origin string) (*http.Response, error) {
+	if np.h1 != nil && isASCII(origin) {
+		return np.h1.roundTrip(req.Context(), req, origin)
+	}
+	return np.client.Do(req)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // dial resolves the host itself and connects only to public addresses,
@@ -441,7 +469,7 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 	red := np.redactorFor(secrets)
 	cs.secrets.add(red)
 	cs.netWaited = true
-	resp, err := np.client.Do(hreq)
+	resp, err := np.roundTrip(hreq, origin)
 	if err != nil {
 		return cs.netErrno(err)
 	}
@@ -462,14 +490,17 @@ func (cs *callState) httpStart(mod api.Module, metaPtr, metaLen, bodyPtr, bodyLe
 // unscrubbable are the guest headers a request that carries a credential
 // goes without, because the response they ask for hides an echoed
 // credential from the host's masking (redact.go): a compressed body the
-// guest would inflate itself (the transport still asks for gzip and
-// decodes it), or a range that cuts a value into pieces that are each no
-// whole occurrence.
+// guest would inflate itself, or a range that cuts a value into pieces
+// that are each no whole occurrence. The direct client asks for no
+// encoding (a loopback or LAN vendor gains nothing from gzip, and a JSON
+// turn is small); the Transport fallback asks for gzip and decodes it.
 var unscrubbable = map[string]bool{"Accept-Encoding": true, "Range": true, "If-Range": true}
 
-// scrubbableEncoding reports whether the body the transport hands over is
-// plain: it decodes the gzip it asked for itself and drops the header, so
-// a Content-Encoding left is one the host cannot look into.
+// scrubbableEncoding reports whether the body the client hands over is
+// plain: the direct client asked for no encoding, and the Transport
+// decodes the gzip it asked for itself and drops the header, so a
+// Content-Encoding left is one the host cannot look into, and a request
+// that carried a credential is refused its response.
 func scrubbableEncoding(h http.Header) bool {
 	ce := h["Content-Encoding"]
 	return len(ce) == 0 || (len(ce) == 1 && (ce[0] == "" || strings.EqualFold(ce[0], "identity")))

@@ -7,13 +7,19 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
+	goruntime "runtime"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"adhost/abi"
+	"adhost/runtime"
 	"adhost/runtime/protocol"
 )
 
@@ -67,33 +73,51 @@ func TestHTTP(t *testing.T) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
 	})
-	secretCalls := 0
-	p := newProvider(t, e, InstanceConfig{
-		Settings: json.RawMessage(`{"endpoint":"` + srv.URL + `/v1"}`),
-		Secrets: map[string]func(context.Context) (string, error){"api_key": func(ctx context.Context) (string, error) {
-			secretCalls++
-			return "sk-secret", nil
-		}},
-	})
+	var secretCalls atomic.Int32
+	for _, client := range []string{"direct", "transport"} {
+		p := newProvider(t, e, InstanceConfig{
+			Settings: json.RawMessage(`{"endpoint":"` + srv.URL + `/v1"}`),
+			Secrets: map[string]func(context.Context) (string, error){"api_key": func(ctx context.Context) (string, error) {
+				secretCalls.Add(1)
+				return "sk-secret", nil
+			}},
+		})
+		if client == "transport" {
+			p.(*provider).net.h1 = nil // the fallback keeps the same guarantees
+		}
+		t.Run(client, func(t *testing.T) { testHTTPCases(t, p, srv.URL) })
+	}
+	if secretCalls.Load() == 0 {
+		t.Error("secret resolver never called")
+	}
+	close(hits)
+	for h := range hits {
+		if h == "/steal" {
+			t.Error("redirect target contacted")
+		}
+	}
+}
+
+func testHTTPCases(t *testing.T, p runtime.Provider, base string) {
 	for _, tc := range []struct{ name, in, want string }{
-		{"credentials injected, guest headers stripped", "http:" + srv.URL + "/echo",
+		{"credentials injected, guest headers stripped", "http:" + base + "/echo",
 			`status:200 auth=true xkey="" cookie="" proxy="" custom="ok" static="static-value"`},
 		{"undeclared origin", "http:https://evil.test/", "errno:-1"},
 		{"plain http", "http:http://example.com/", "errno:-1"},
 		{"same host other port", "http:https://127.0.0.1:1/", "errno:-1"},
 		{"declared origin resolving to loopback", "http:https://api.hostile.test/v1/models", "errno:-1"},
-		{"redirect", "http:" + srv.URL + "/redirect", "errno:-8"},
+		{"redirect", "http:" + base + "/redirect", "errno:-8"},
 		{"bad url", "http:%zz", "errno:-2"},
-		{"sse", "sse:" + srv.URL + "/sse", "status:200 a=1;message=hello world;eof"},
+		{"sse", "sse:" + base + "/sse", "status:200 a=1;message=hello world;eof"},
 		// Handles and their event readers are pooled: a reused one starts clean.
-		{"sse again", "sse:" + srv.URL + "/sse", "status:200 a=1;message=hello world;eof"},
-		{"stream limit", "sse:" + srv.URL + "/bigsse", "errno:-5"},
-		{"sse after a stream limit", "sse:" + srv.URL + "/sse", "status:200 a=1;message=hello world;eof"},
-		{"body limit", "http:" + srv.URL + "/big", "errno:-5"},
-		{"read after a body limit", "http:" + srv.URL + "/echo",
+		{"sse again", "sse:" + base + "/sse", "status:200 a=1;message=hello world;eof"},
+		{"stream limit", "sse:" + base + "/bigsse", "errno:-5"},
+		{"sse after a stream limit", "sse:" + base + "/sse", "status:200 a=1;message=hello world;eof"},
+		{"body limit", "http:" + base + "/big", "errno:-5"},
+		{"read after a body limit", "http:" + base + "/echo",
 			`status:200 auth=true xkey="" cookie="" proxy="" custom="ok" static="static-value"`},
-		{"request body limit", "post:" + srv.URL + "/echo", "errno:-5"},
-		{"handle limit", "handles:" + srv.URL + "/echo", fmt.Sprintf("last=%d", abi.ErrLimit)},
+		{"request body limit", "post:" + base + "/echo", "errno:-5"},
+		{"handle limit", "handles:" + base + "/echo", fmt.Sprintf("last=%d", abi.ErrLimit)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := p.Complete(t.Context(), input(tc.in), &sink{})
@@ -107,15 +131,6 @@ func TestHTTP(t *testing.T) {
 				t.Error("secret visible to the guest")
 			}
 		})
-	}
-	if secretCalls == 0 {
-		t.Error("secret resolver never called")
-	}
-	close(hits)
-	for h := range hits {
-		if h == "/steal" {
-			t.Error("redirect target contacted")
-		}
 	}
 }
 
@@ -139,6 +154,9 @@ func TestHTTPCancel(t *testing.T) {
 		t.Fatalf("err = %v, want CANCELLED", err)
 	}
 	<-aborted
+	if n := p.(*provider).net.h1.idleCount(); n != 0 {
+		t.Errorf("idle = %d after a cancelled request, want 0", n)
+	}
 }
 
 func TestPublicAddr(t *testing.T) {
@@ -226,36 +244,51 @@ func TestCredentialsNeverComeBack(t *testing.T) {
 	)
 	srv, roots := echoUpstream(t)
 	e := loadGuest(t, "echo", "echoback", "1.0.0", Options{RootCAs: roots})
-	p := newProvider(t, e, InstanceConfig{
-		Settings: json.RawMessage(`{"endpoint":"` + srv.URL + `"}`),
-		Secrets: map[string]func(context.Context) (string, error){
-			"api_key": func(context.Context) (string, error) { return apiKey, nil },
-			"org_key": func(context.Context) (string, error) { return orgKey, nil },
-		},
-	})
-	// leaked returns the first piece of a credential in s: pieces that no
-	// encoding above changes, and the middle of the base64 echo.
-	b64 := base64.StdEncoding.EncodeToString([]byte("Bearer " + apiKey))
-	pieces := []string{apiKey[3 : len(apiKey)-3], "42-secret", b64[12 : len(b64)-8]}
-	leaked := func(s string) string {
-		for _, f := range pieces {
-			if strings.Contains(s, f) {
-				return f
-			}
+	for _, client := range []string{"direct", "transport"} {
+		p := newProvider(t, e, InstanceConfig{
+			Settings: json.RawMessage(`{"endpoint":"` + srv.URL + `"}`),
+			Secrets: map[string]func(context.Context) (string, error){
+				"api_key": func(context.Context) (string, error) { return apiKey, nil },
+				"org_key": func(context.Context) (string, error) { return orgKey, nil },
+			},
+		})
+		if client == "transport" {
+			p.(*provider).net.h1 = nil // asks for gzip and inflates it
 		}
-		return ""
+		t.Run(client, func(t *testing.T) { testCredentialEcho(t, p, srv.URL, apiKey, orgKey) })
 	}
+	// Every line, debug included.
+	if f := leakedPiece(e.logs.String(), apiKey); f != "" {
+		t.Errorf("a log line carries %q:\n%s", f, e.logs.String())
+	}
+}
+
+// leakedPiece returns the first piece of a credential in s: pieces that
+// no encoding the tests use changes, and the middle of the base64 echo.
+func leakedPiece(s, apiKey string) string {
+	b64 := base64.StdEncoding.EncodeToString([]byte("Bearer " + apiKey))
+	for _, f := range []string{apiKey[3 : len(apiKey)-3], "42-secret", b64[12 : len(b64)-8]} {
+		if strings.Contains(s, f) {
+			return f
+		}
+	}
+	return ""
+}
+
+func testCredentialEcho(t *testing.T, p runtime.Provider, base, apiKey, orgKey string) {
+	leaked := func(s string) string { return leakedPiece(s, apiKey) }
 	for _, tc := range []struct{ name, in, want string }{
-		{"headers and JSON body", "read:" + srv.URL + "/headers", `"x-echo-authorization":"Bearer ` + stars(apiKey) + `"`},
-		{"body in base64", "read:" + srv.URL + "/headers", `"base64":"`},
-		{"header names", "read:" + srv.URL + "/headers", `"x-token-` + stars(apiKey) + `":"1"`},
-		{"events split across reads", "events:" + srv.URL + "/sse", stars(orgKey) + `={"auth":"Bearer ` + stars(apiKey) + `"};`},
-		{"event data lines", "events:" + srv.URL + "/sse", "message=" + stars(orgKey) + "\nBearer " + stars(apiKey) + ";eof"},
-		{"stream read raw", "read:" + srv.URL + "/sse", "data: " + stars(orgKey) + "\ndata: Bearer " + stars(apiKey)},
+		{"headers and JSON body", "read:" + base + "/headers", `"x-echo-authorization":"Bearer ` + stars(apiKey) + `"`},
+		{"body in base64", "read:" + base + "/headers", `"base64":"`},
+		{"header names", "read:" + base + "/headers", `"x-token-` + stars(apiKey) + `":"1"`},
+		{"events split across reads", "events:" + base + "/sse", stars(orgKey) + `={"auth":"Bearer ` + stars(apiKey) + `"};`},
+		{"event data lines", "events:" + base + "/sse", "message=" + stars(orgKey) + "\nBearer " + stars(apiKey) + ";eof"},
+		{"stream read raw", "read:" + base + "/sse", "data: " + stars(orgKey) + "\ndata: Bearer " + stars(apiKey)},
 		// The guest's own Accept-Encoding and Range are dropped: the
-		// transport asks for gzip and inflates it, the range is whole.
-		{"compressed and ranged", "read-gzip:" + srv.URL + "/headers", "\n" + `{"base64":"QmVhcmVyIHNr*`},
-		{"undecoded encoding", "read:" + srv.URL + "/br", "errno:-3"},
+		// direct client asks for no encoding, the Transport asks for gzip
+		// and inflates it; the range is whole.
+		{"compressed and ranged", "read-gzip:" + base + "/headers", "\n" + `{"base64":"QmVhcmVyIHNr*`},
+		{"undecoded encoding", "read:" + base + "/br", "errno:-3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &sink{}
@@ -302,8 +335,102 @@ func TestCredentialsNeverComeBack(t *testing.T) {
 			}
 		})
 	}
-	// Every line, debug included.
-	if f := leaked(e.logs.String()); f != "" {
-		t.Errorf("a log line carries %q:\n%s", f, e.logs.String())
+}
+
+// BenchmarkHTTPRoundTrip: one request as a guest makes it (http_start,
+// http_read to the end, http_close) with a credential injected and masked,
+// to a loopback server answering like a chat completion, through the
+// direct client and through net/http's Transport. Besides ns/op and
+// allocs/op: wakeups/op estimates goroutine wake-ups (the runtime records
+// the scheduling latency of one in 8, /sched/latencies:seconds),
+// goroutines/op those created, ctxsw/op the process's context switches and
+// cpu-ns/op its user + system CPU. The in-process server's goroutines are
+// counted in all of them, alike for both clients.
+func BenchmarkHTTPRoundTrip(b *testing.B) {
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"mock-model",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello from the mock vendor."},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	}))
+	defer srv.Close()
+	x := benchLoad(b, Options{Cache: sharedCache})
+	defer x.Close(context.Background())
+	ep, _ := url.Parse(srv.URL)
+	meta, _ := json.Marshal(abi.HTTPRequest{Method: "POST", URL: srv.URL + "/v1/chat/completions",
+		Headers: map[string]string{"Content-Type": "application/json"}})
+	body := []byte(`{"model":"mock-model","messages":[{"role":"user","content":"hi"}]}`)
+	const bodyAt, bufAt, bufLen = 4096, 8192, 32 << 10
+	for _, client := range []string{"direct", "transport"} {
+		b.Run(client, func(b *testing.B) {
+			np, err := newNetPolicy(x, ep, map[string]func(context.Context) (string, error){
+				"api_key": func(context.Context) (string, error) { return "sk-bench-0123456789abcdef", nil },
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if client == "transport" {
+				np.h1 = nil
+			}
+			inst, l, err := x.pool.acquire(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer x.pool.release(b.Context(), inst, l, false)
+			cs := &callState{x: x, inst: inst, op: abi.OpComplete, sink: nopSink{}, parent: b.Context(), ctx: b.Context(), net: np}
+			ctx := context.WithValue(b.Context(), callKey{}, cs)
+			inst.mem.Write(0, meta)
+			inst.mem.Write(bodyAt, body)
+			stack := make([]uint64, 4)
+			goruntime.LockOSThread() // as a call's goroutine is
+			defer goruntime.UnlockOSThread()
+			roundTrip := func() {
+				stack[0], stack[1], stack[2], stack[3] = 0, uint64(len(meta)), bodyAt, uint64(len(body))
+				hostHTTPStart(ctx, inst.mod, stack)
+				h := int32(uint32(stack[0]))
+				if h < 0 {
+					b.Fatalf("http_start: %d", h)
+				}
+				for got := 0; ; {
+					stack[0], stack[1], stack[2] = uint64(h), bufAt, bufLen
+					hostHTTPRead(ctx, inst.mod, stack)
+					if int64(stack[0]) < 0 {
+						b.Fatalf("http_read: %d", int64(stack[0]))
+					}
+					n, eof := abi.UnpackEOF(int64(stack[0]))
+					if got += int(n); eof {
+						if got != len(answer) {
+							b.Fatalf("read %d bytes, want %d", got, len(answer))
+						}
+						break
+					}
+				}
+				stack[0] = uint64(h)
+				hostHTTPClose(ctx, inst.mod, stack)
+			}
+			roundTrip() // the connection is dialed outside the loop
+			samples := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/goroutines-created:goroutines"}}
+			read := func() (wakeups, created uint64) {
+				metrics.Read(samples)
+				for _, c := range samples[0].Value.Float64Histogram().Counts {
+					wakeups += c
+				}
+				return wakeups * 8, samples[1].Value.Uint64()
+			}
+			w0, g0 := read()
+			cpu0, sw0 := processUsage()
+			for b.Loop() {
+				roundTrip()
+			}
+			w1, g1 := read()
+			cpu1, sw1 := processUsage()
+			n := float64(b.N)
+			b.ReportMetric(float64(w1-w0)/n, "wakeups/op")
+			b.ReportMetric(float64(g1-g0)/n, "goroutines/op")
+			b.ReportMetric(float64(sw1-sw0)/n, "ctxsw/op")
+			b.ReportMetric(float64(cpu1-cpu0)/n, "cpu-ns/op")
+		})
 	}
 }
