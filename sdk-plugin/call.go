@@ -66,6 +66,7 @@ type Call struct {
 	cleanup func(*Call)
 	scratch []byte // head JSON, usage JSON
 	meta    []byte // HTTP request meta JSON, reused across requests and calls
+	head    []byte // the head JSON of the call's first response of Send, reused across calls
 
 	// resp and openBuf serve the call's first response and its open list
 	// without allocating (most calls make one request; each allocation

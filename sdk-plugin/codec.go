@@ -530,6 +530,62 @@ func decodeHTTPResponse(data []byte, header map[string]string) (status int, err 
 	return status, nil
 }
 
+// decodeHTTPStatus is decodeHTTPResponse for Send: it reads the status and
+// validates the rest with one skip per member, returning the headers
+// object (the last one, or nil when absent) for lookupHeader, which reads
+// it only when asked. A headers member that is neither an object nor null
+// is an error; the type of each header value is checked only by the lookup
+// that reaches it.
+func decodeHTTPStatus(data []byte) (status int, headers jsonscan.Value, err error) {
+	var d jsonscan.Decoder
+	if ok, err := root(&d, data); !ok {
+		if err == nil {
+			err = jsonscan.ErrType // null is no response
+		}
+		return 0, headers, err
+	}
+	for d.More() {
+		switch string(d.Key()) {
+		case "status":
+			if err := decodeInt(d.Value(), &status); err != nil {
+				return 0, headers, fieldError("status", err)
+			}
+		case "headers":
+			switch v := d.Value(); v.Kind() {
+			case jsonscan.Object, jsonscan.Null:
+				headers = v
+			case 0: // a syntax error: Finish reports it
+			default:
+				return 0, headers, fieldError("headers", errType)
+			}
+		default:
+			d.Skip()
+		}
+	}
+	if err := d.Finish(); err != nil {
+		return 0, headers, err
+	}
+	return status, headers, nil
+}
+
+// lookupHeader returns a copy of the string value of member name in the
+// headers object decodeHTTPStatus validated ("" when absent, null, or not a
+// string; the last of duplicates wins, as decodeHTTPResponse's map does).
+// A validated Value is walked with trusting skips, not scanned again.
+func lookupHeader(headers jsonscan.Value, name string) string {
+	var found jsonscan.Value
+	for it := headers.Iter(); it.Next(); {
+		if k := it.Key(); k.Equal(name) {
+			found = it.Value()
+		}
+	}
+	s, err := found.String()
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
 // decodeHeaders reads the headers object that is d's next value (null:
 // none) into header.
 func decodeHeaders(d *jsonscan.Decoder, header map[string]string) error {

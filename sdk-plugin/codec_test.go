@@ -420,4 +420,60 @@ func TestHTTPMetaCodec(t *testing.T) {
 			t.Errorf("decodeHTTPResponse(%q) accepted", bad)
 		}
 	}
+	for _, head := range httpHeadCases {
+		checkHTTPStatus(t, []byte(head))
+	}
+}
+
+var httpHeadCases = []string{
+	`{"status":200}`,
+	`{"status":200,"headers":null}`,
+	`{"status":200,"headers":{"content-length":"313","content-type":"application/json","date":"Mon, 30 Nov 2026 11:00:00 GMT"}}`,
+	`{"headers":{"a":"1","a":"2","b\u0041":"x\"y"},"status":429,"headers":{"retry-after":"2"},"x":[1,{"y":null}]}`,
+	`{"status":500,"headers":{"x-odd":"a\"b\\c\u00e9"}}`,
+	``, `[]`, `null`, `{"status":"200"}`, `{"status":1.5}`, `{"status":200,"headers":[]}`, `{"status":200`,
+	`{"status":200,"headers":{"a":"1"}} x`, `{"status":200,"headers":{"a":}}`,
+}
+
+// checkHTTPStatus checks decodeHTTPStatus and lookupHeader against
+// decodeHTTPResponse on head: both accept it (with the same status and
+// every header found) or both refuse it, except that decodeHTTPStatus
+// does not check the type of header values.
+func checkHTTPStatus(t *testing.T, head []byte) {
+	t.Helper()
+	header := map[string]string{}
+	wantStatus, wantErr := decodeHTTPResponse(head, header)
+	status, headers, err := decodeHTTPStatus(head)
+	if err != nil {
+		if wantErr == nil {
+			t.Fatalf("decodeHTTPStatus(%q): %v; decodeHTTPResponse accepts it", head, err)
+		}
+		return
+	}
+	if wantErr != nil {
+		if !strings.HasPrefix(wantErr.Error(), "headers: ") {
+			t.Fatalf("decodeHTTPStatus(%q) accepts it; decodeHTTPResponse: %v", head, wantErr)
+		}
+		return // a header value of another type: Get reads it as ""
+	}
+	if status != wantStatus {
+		t.Fatalf("decodeHTTPStatus(%q) status %d, want %d", head, status, wantStatus)
+	}
+	for k, v := range header {
+		if got := lookupHeader(headers, k); got != v {
+			t.Fatalf("lookupHeader(%q, %q) = %q, want %q", head, k, got, v)
+		}
+	}
+	if got := lookupHeader(headers, "x-never-sent"); got != "" {
+		t.Fatalf("lookupHeader(%q, absent) = %q", head, got)
+	}
+}
+
+// FuzzHTTPHead: whatever the head, the lazy decoding of Send agrees with
+// the map decoding of HTTP (see checkHTTPStatus).
+func FuzzHTTPHead(f *testing.F) {
+	for _, c := range httpHeadCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, head []byte) { checkHTTPStatus(t, head) })
 }

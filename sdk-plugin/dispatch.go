@@ -58,18 +58,21 @@ func Dispatch(h Host, op abi.Op, p *Plugin) abi.Status {
 	st := dispatch(c, op, p)
 	c.finish()
 	// Drop references to this call's data; keep the buffers.
-	scratch, meta := c.scratch[:0], c.meta[:0]
+	scratch, meta, head := c.scratch[:0], c.meta[:0], c.head[:0]
 	if cap(scratch) > maxKeptBuffer {
 		scratch = nil
 	}
 	if cap(meta) > maxKeptBuffer {
 		meta = nil
 	}
+	if cap(head) > maxKeptBuffer {
+		head = nil
+	}
 	header := c.header
 	if len(header) > 64 {
 		header = nil // a one-off large head: do not keep its table
 	}
-	*c = Call{scratch: scratch, meta: meta, header: header}
+	*c = Call{scratch: scratch, meta: meta, head: head, header: header}
 	spareCall.Store(c)
 	return st
 }

@@ -117,7 +117,7 @@ func ResponseError(r *Response) *Error {
 		e.Code = CodeProviderAuth
 	case r.Status == 429:
 		e.Code, e.Retryable = CodeRateLimited, true
-		if s, err := strconv.ParseInt(r.Header["retry-after"], 10, 64); err == nil && s >= 0 && s < 1<<31 {
+		if s, err := strconv.ParseInt(r.Get("retry-after"), 10, 64); err == nil && s >= 0 && s < 1<<31 {
 			e.RetryAfterMs = s * 1000
 		}
 	default:

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"adhost/abi"
+	"adhost/sdk-plugin/jsonscan"
 )
 
 // HTTP starts an outgoing request through the host and returns once the
@@ -16,20 +17,65 @@ import (
 //
 // Set req.Stream for a Server-Sent Events response read with NextEvent. The
 // caller must Close the response; the SDK closes forgotten ones when the
-// call returns.
+// call returns. A request sent every turn is cheaper prepared once with
+// NewRequest and sent with Send.
 func (c *Call) HTTP(req *abi.HTTPRequest, body []byte) (*Response, error) {
 	c.meta = appendHTTPRequest(c.meta[:0], req)
-	h := c.h.HTTPStart(c.meta, body)
+	return c.start(c.meta, body, false)
+}
+
+// Request is an HTTP request whose method, URL and headers stay the same
+// from call to call (an adapter's endpoint under fixed settings). NewRequest
+// encodes its http_start meta JSON once: encoding it per turn, a map walk
+// and the quoting of each string, was a measurable share of a short turn's
+// guest CPU. A Request is only read once made, so calls may share it.
+type Request struct {
+	meta []byte
+}
+
+// NewRequest prepares req for Send; later changes to req do not affect it.
+func NewRequest(req *abi.HTTPRequest) *Request {
+	return &Request{meta: appendHTTPRequest(nil, req)}
+}
+
+// Send is HTTP for a prepared request, with one difference: the response's
+// Header map is nil, and Response.Get looks a header up in the host's
+// answer when asked. A turn reads one or two headers, and decoding all of
+// them into a map (its clearing, hashing and inserts) cost more guest CPU
+// than the lookups.
+func (c *Call) Send(req *Request, body []byte) (*Response, error) {
+	return c.start(req.meta, body, true)
+}
+
+// start runs http_start with meta and reads the head. lazy keeps the head
+// JSON for Response.Get instead of decoding the headers into a map.
+func (c *Call) start(meta, body []byte, lazy bool) (*Response, error) {
+	h := c.h.HTTPStart(meta, body)
 	if h < 0 {
 		return nil, &HTTPError{Errno: abi.Errno(h)}
 	}
 	if h == 0 {
 		return nil, &HTTPError{Errno: abi.ErrBadHandle}
 	}
-	if c.scratch == nil {
-		c.scratch = make([]byte, 1024)
+	r := &c.resp
+	first := r.c == nil // the call's first response: its buffers are the Call's
+	var buf []byte
+	switch {
+	case lazy && first:
+		// Get reads it while the response is open: not the scratch buffer,
+		// which EmitUsage reuses.
+		buf = c.head[:cap(c.head)]
+		if len(buf) == 0 {
+			buf = make([]byte, 512)
+		}
+	case lazy:
+		buf = make([]byte, 512)
+	default:
+		if c.scratch == nil {
+			c.scratch = make([]byte, 1024)
+		}
+		buf = c.scratch[:cap(c.scratch)]
 	}
-	buf := c.scratch[:cap(c.scratch)]
 	for {
 		n := c.h.HTTPHead(h, buf)
 		if n < 0 {
@@ -42,26 +88,40 @@ func (c *Call) HTTP(req *abi.HTTPRequest, body []byte) (*Response, error) {
 		}
 		buf = make([]byte, n)
 	}
-	c.scratch = buf[:0]
-	r := &c.resp
-	var header map[string]string
-	if r.c == nil && c.header != nil {
-		header = c.header
-		clear(header)
+	if lazy {
+		if first {
+			c.head = buf[:0]
+		}
+		status, head, err := decodeHTTPStatus(buf)
+		if err != nil {
+			c.h.HTTPClose(h)
+			return nil, &HTTPError{Errno: abi.ErrBadRequest}
+		}
+		if !first {
+			r = new(Response)
+		}
+		*r = Response{Status: status, head: head, c: c, handle: h}
 	} else {
-		header = make(map[string]string)
+		c.scratch = buf[:0]
+		var header map[string]string
+		if first && c.header != nil {
+			header = c.header
+			clear(header)
+		} else {
+			header = make(map[string]string)
+		}
+		status, err := decodeHTTPResponse(buf, header)
+		if err != nil {
+			c.h.HTTPClose(h)
+			return nil, &HTTPError{Errno: abi.ErrBadRequest}
+		}
+		if first {
+			c.header = header
+		} else {
+			r = new(Response)
+		}
+		*r = Response{Status: status, Header: header, c: c, handle: h}
 	}
-	status, err := decodeHTTPResponse(buf, header)
-	if err != nil {
-		c.h.HTTPClose(h)
-		return nil, &HTTPError{Errno: abi.ErrBadRequest}
-	}
-	if r.c != nil {
-		r = new(Response) // the call's first response is taken
-	} else {
-		c.header = header
-	}
-	*r = Response{Status: status, Header: header, c: c, handle: h}
 	if c.open == nil {
 		c.open = c.openBuf[:0]
 	}
@@ -81,15 +141,29 @@ var eventBuf atomic.Pointer[[]byte]
 // operation (the next one may reuse its memory).
 type Response struct {
 	Status int
-	// Header holds the first value of each header, names in lower case.
+	// Header holds the first value of each header, names in lower case,
+	// for a response of HTTP; it is nil for one of Send (use Get, which
+	// serves both).
 	Header map[string]string
 
+	head   jsonscan.Value // Send: the head's validated headers object, for Get
 	c      *Call
 	handle int32
 	eof    bool
 	closed bool
 	ev     []byte  // event buffer, reused across NextEvent calls
 	evp    *[]byte // ev's holder, returned to eventBuf on Close
+}
+
+// Get returns the value of the header name, given in lower case ("" when
+// the response has none). For a response of Send it searches the host's
+// head and copies the value it finds; a value that is not a string (the
+// host never writes one) reads as "".
+func (r *Response) Get(name string) string {
+	if r.Header != nil {
+		return r.Header[name]
+	}
+	return lookupHeader(r.head, name)
 }
 
 // maxEventFrame bounds the buffer NextEvent grows to; the host caps one

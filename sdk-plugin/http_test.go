@@ -218,3 +218,52 @@ func TestCancelDuringStream(t *testing.T) {
 		t.Errorf("status = %d, want cancelled", res.Status)
 	}
 }
+
+// TestSend: a prepared request sends the same request as HTTP; its
+// response has no Header map and Get finds each header, for the call's
+// first response (whose head buffer is reused) and for a second one open
+// at the same time; ResponseError reads Retry-After through Get.
+func TestSend(t *testing.T) {
+	srv := upstream(t)
+	echo := sdk.NewRequest(&abi.HTTPRequest{Method: "POST", URL: srv.URL + "/echo", Headers: map[string]string{"X-Custom": "yes"}})
+	limited := sdk.NewRequest(&abi.HTTPRequest{Method: "GET", URL: srv.URL + "/status/429"})
+	for turn := range 2 { // the second call reuses the first one's buffers
+		res := run(t, sdktest.Options{Headers: map[string]string{"Authorization": "Bearer injected"}}, func(c *sdk.Call) error {
+			r, err := c.Send(echo, []byte(`{"q":1}`))
+			if err != nil {
+				return err
+			}
+			r2, err := c.Send(echo, []byte(`{"q":2}`))
+			if err != nil {
+				return err
+			}
+			for i, r := range []*sdk.Response{r, r2} {
+				if r.Status != 201 || r.Header != nil {
+					t.Errorf("turn %d response %d: status %d, Header %v", turn, i, r.Status, r.Header)
+				}
+				if got := r.Get("x-seen-auth"); got != "Bearer injected" {
+					t.Errorf("turn %d response %d: x-seen-auth %q", turn, i, got)
+				}
+				if r.Get("x-seen-custom") != "yes" || r.Get("x-seen-cookie") != "" || r.Get("x-absent") != "" {
+					t.Errorf("turn %d response %d: custom %q cookie %q", turn, i, r.Get("x-seen-custom"), r.Get("x-seen-cookie"))
+				}
+				body, err := r.ReadAll(1 << 20)
+				if err != nil || string(body) != fmt.Sprintf(`{"q":%d}`, i+1) {
+					t.Errorf("turn %d response %d: body %q, %v", turn, i, body, err)
+				}
+				r.Close()
+			}
+			r, err = c.Send(limited, nil)
+			if err != nil {
+				return err
+			}
+			return sdk.ResponseError(r)
+		})
+		if res.Status != abi.StatusError || res.Error.Code != "RATE_LIMITED" || res.Error.RetryAfterMs != 3000 {
+			t.Errorf("turn %d: result %d %+v", turn, res.Status, res.Error)
+		}
+		if len(res.Requests) != 3 || res.Requests[0].Header.Get("X-Custom") != "yes" || res.Requests[0].Method != "POST" {
+			t.Errorf("turn %d: requests %+v", turn, res.Requests)
+		}
+	}
+}

@@ -31,8 +31,12 @@ type completionChoice struct {
 
 // decodeCompletion reads body; ok is false for a body that is not a
 // chat.completion the adapter can use (malformed JSON, a member of the
-// wrong type, no choices). usage is the usage member (zero when absent).
-func decodeCompletion(body, text []byte) (ch completionChoice, usage jsonscan.Value, ok bool) {
+// wrong type, no choices, a usage member that is neither an object nor
+// null). usage is the usage member read as mapUsage reads it (nil when
+// absent or null), decoded in the same pass: taking its span and mapping
+// it afterwards scanned it three times (validation, mapUsage's Parse, its
+// walk).
+func decodeCompletion(body, text []byte) (ch completionChoice, usage *abi.Usage, ok bool) {
 	var d jsonscan.Decoder
 	d.Reset(body)
 	if d.Peek() != jsonscan.Object || !d.Enter() {
@@ -48,7 +52,11 @@ func decodeCompletion(body, text []byte) (ch completionChoice, usage jsonscan.Va
 			}
 			ch, seen = c, n > 0
 		case "usage":
-			usage = d.Value()
+			u, good := decodeUsage(&d)
+			if !good {
+				return ch, nil, false
+			}
+			usage = u
 		default:
 			d.Skip()
 		}
@@ -57,6 +65,59 @@ func decodeCompletion(body, text []byte) (ch completionChoice, usage jsonscan.Va
 		return ch, usage, false
 	}
 	return ch, usage, true
+}
+
+// decodeUsage reads the usage object that is d's next value with
+// mapUsage's rules (nil for null; false for another kind or bad syntax).
+func decodeUsage(d *jsonscan.Decoder) (*abi.Usage, bool) {
+	switch d.Peek() {
+	case jsonscan.Null:
+		d.Skip()
+		return nil, d.Err() == nil
+	case jsonscan.Object:
+		d.Enter()
+	default:
+		return nil, false
+	}
+	b := &usageBlock{}
+	for d.More() {
+		switch string(d.Key()) {
+		case "prompt_tokens":
+			b.u.InputTokens = b.count(0, d.Value())
+		case "completion_tokens":
+			b.u.OutputTokens = b.count(1, d.Value())
+		case "prompt_tokens_details":
+			if v, ok := memberValue(d, "cached_tokens"); ok {
+				b.u.CachedInputTokens = b.count(2, v)
+			}
+		case "completion_tokens_details":
+			if v, ok := memberValue(d, "reasoning_tokens"); ok {
+				b.u.ReasoningTokens = b.count(3, v)
+			}
+		default:
+			d.Skip()
+		}
+	}
+	return &b.u, d.Err() == nil
+}
+
+// memberValue reads d's next value and returns its member name (the last
+// of duplicates, as jsonscan's Get); ok is false when the value is not an
+// object or has no such member.
+func memberValue(d *jsonscan.Decoder, name string) (v jsonscan.Value, ok bool) {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return v, false
+	}
+	d.Enter()
+	for d.More() {
+		if string(d.Key()) == name {
+			v, ok = d.Value(), true
+		} else {
+			d.Skip()
+		}
+	}
+	return v, ok
 }
 
 // decodeChoices reads the choices array (null: none) and returns its first
@@ -286,17 +347,24 @@ func plainString(v jsonscan.Value, dst *string) bool {
 // buffered turn (abi.CompleteInput.Buffered), or a compatible server that
 // ignored stream: true. The body and the text go into the spare stream
 // state's buffers, kept for the next turn.
-func completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
+//
+// A buffered turn emits nothing: nobody reads its deltas, and the host
+// streams the output's text itself, once, when a turn streamed none
+// (runtime's loop). Emitting it cost an emit call, the host's scan and
+// hash of the text, and a second hash to check the output against it.
+// The compatible server's answer to a streamed turn is still emitted, as
+// one delta.
+func completeJSON(c *sdk.Call, resp *sdk.Response, buffered bool) (*abi.CompleteOutput, error) {
 	st := spareStream.Swap(nil)
 	if st == nil {
 		st = new(turnStream)
 	}
-	out, err := st.completeJSON(c, resp)
+	out, err := st.completeJSON(c, resp, buffered)
 	keepStream(st)
 	return out, err
 }
 
-func (st *turnStream) completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
+func (st *turnStream) completeJSON(c *sdk.Call, resp *sdk.Response, buffered bool) (*abi.CompleteOutput, error) {
 	b, err := readBody(resp, st.buf[:0], abi.MaxResponseBytes)
 	st.buf = b[:0]
 	if err != nil {
@@ -310,15 +378,9 @@ func (st *turnStream) completeJSON(c *sdk.Call, resp *sdk.Response) (*abi.Comple
 		return nil, &sdk.Error{Code: sdk.CodeProviderRefusal, Message: "model refused"}
 	}
 	// Replay it through the stream state so both paths share the rules.
-	*st = turnStream{out: c, done: true, finish: ch.finish, calls: ch.calls, text: ch.content[:0], buf: st.buf}
-	if len(ch.content) > 0 {
-		st.text = ch.content
-		if c.EmitTextBytes(st.text) {
-			return nil, sdk.ErrCancelled
-		}
-	}
-	if err := st.setUsage(usage.Raw()); err != nil {
-		return nil, err
+	*st = turnStream{out: c, done: true, finish: ch.finish, calls: ch.calls, text: ch.content, buf: st.buf, usage: usage}
+	if !buffered && len(st.text) > 0 && c.EmitTextBytes(st.text) {
+		return nil, sdk.ErrCancelled
 	}
 	return st.result()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"adhost/abi"
 	sdk "adhost/sdk-plugin"
 )
 
@@ -46,6 +47,9 @@ type config struct {
 	maxTokensField   string
 	structuredOutput bool
 	includeUsage     bool
+	// streamReq and bufferedReq are the turn's request to chatURL, streamed
+	// or not, prepared once per settings value (see sdk.Request).
+	streamReq, bufferedReq *sdk.Request
 }
 
 // lastConfig caches the last parsed settings: an instance serves one call
@@ -98,6 +102,8 @@ func parseSettings(raw []byte) (*config, error) {
 		c.endpoint = ep
 	}
 	c.chatURL = c.endpoint + "chat/completions"
+	c.streamReq = sdk.NewRequest(&abi.HTTPRequest{Method: "POST", URL: c.chatURL, Headers: chatHeaders, Stream: true})
+	c.bufferedReq = sdk.NewRequest(&abi.HTTPRequest{Method: "POST", URL: c.chatURL, Headers: jsonHeaders})
 	switch s.MaxTokensField {
 	case "", maxCompletionTokens:
 	case maxTokens:

@@ -58,11 +58,11 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 		reqBuf.Store(bp)
 		return nil, &sdk.Error{Code: sdk.CodeInternalError, Message: "build request: " + err.Error()}
 	}
-	hr := &abi.HTTPRequest{Method: "POST", URL: cfg.chatURL, Headers: chatHeaders, Stream: true}
+	req := cfg.streamReq
 	if in.Buffered {
-		hr.Headers, hr.Stream = jsonHeaders, false
+		req = cfg.bufferedReq
 	}
-	resp, err := c.HTTP(hr, body)
+	resp, err := c.Send(req, body)
 	if cap(body) <= maxKeptBuffer {
 		*bp = body // the host copied it: free for the next turn
 	}
@@ -70,7 +70,7 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 	if err != nil {
 		return nil, transportError(err, false)
 	}
-	out, err := readResponse(c, resp)
+	out, err := readResponse(c, resp, in.Buffered)
 	// Closing aborts the upstream request when the turn stopped early
 	// (cancellation, a malformed chunk, a refusal). It is not deferred: in
 	// wasm a defer costs ~2 µs of guest CPU, and a panic traps the instance
@@ -80,15 +80,15 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 }
 
 // readResponse reads the turn's response: an error status, a JSON
-// completion, or the stream.
-func readResponse(c *sdk.Call, resp *sdk.Response) (*abi.CompleteOutput, error) {
+// completion, or the stream. buffered is the turn's CompleteInput.Buffered.
+func readResponse(c *sdk.Call, resp *sdk.Response, buffered bool) (*abi.CompleteOutput, error) {
 	if resp.Status < 200 || resp.Status > 299 {
 		return nil, statusError(resp)
 	}
-	if ct := resp.Header["content-type"]; strings.HasPrefix(ct, "application/json") {
+	if ct := resp.Get("content-type"); strings.HasPrefix(ct, "application/json") {
 		// A compatible server that ignores stream: true answers with one
 		// chat.completion object.
-		return completeJSON(c, resp)
+		return completeJSON(c, resp, buffered)
 	}
 	st := spareStream.Swap(nil)
 	if st == nil {
@@ -146,18 +146,19 @@ func keepStream(st *turnStream) {
 	spareStream.Store(st)
 }
 
-// chatHeaders are the headers of every turn's request, shared read-only
-// (the SDK only reads them) rather than a map built per turn.
-var chatHeaders = map[string]string{
-	"content-type": "application/json",
-	"accept":       "text/event-stream",
-}
-
-// jsonHeaders are the headers of a buffered turn (one JSON answer).
-var jsonHeaders = map[string]string{
-	"content-type": "application/json",
-	"accept":       "application/json",
-}
+// chatHeaders are the headers of a streamed turn's request, jsonHeaders
+// those of a buffered turn (one JSON answer). Each settings value gets its
+// requests prepared once (config.streamReq, config.bufferedReq).
+var (
+	chatHeaders = map[string]string{
+		"content-type": "application/json",
+		"accept":       "text/event-stream",
+	}
+	jsonHeaders = map[string]string{
+		"content-type": "application/json",
+		"accept":       "application/json",
+	}
+)
 
 // transportError maps a host refusal or failure of an HTTP request.
 // midStream reports that the response had started: a network failure then
@@ -194,18 +195,18 @@ func transportError(err error, midStream bool) error {
 func statusError(resp *sdk.Response) error {
 	e := sdk.ResponseError(resp)
 	if e.Code == sdk.CodeRateLimited && e.RetryAfterMs == 0 {
-		e.RetryAfterMs = retryAfterMs(resp.Header)
+		e.RetryAfterMs = retryAfterMs(resp.Get)
 	}
 	return e
 }
 
 // retryAfterMs reads retry-after-ms (Azure OpenAI and OpenAI's own SDK
 // honour it) or a fractional retry-after in seconds. 0 when unknown.
-func retryAfterMs(h map[string]string) int64 {
-	if v, err := strconv.ParseFloat(strings.TrimSpace(h["retry-after-ms"]), 64); err == nil && v > 0 && v < 1<<31 {
+func retryAfterMs(header func(name string) string) int64 {
+	if v, err := strconv.ParseFloat(strings.TrimSpace(header("retry-after-ms")), 64); err == nil && v > 0 && v < 1<<31 {
 		return int64(v)
 	}
-	if v, err := strconv.ParseFloat(strings.TrimSpace(h["retry-after"]), 64); err == nil && v > 0 && v < 1<<21 {
+	if v, err := strconv.ParseFloat(strings.TrimSpace(header("retry-after")), 64); err == nil && v > 0 && v < 1<<21 {
 		return int64(v * 1000)
 	}
 	return 0
