@@ -229,32 +229,41 @@ func fetch(get func([]byte) int32, buf []byte) []byte {
 // AppendUsage appends u as abi.Usage JSON without reflection (EmitUsage may
 // run once per streamed event when a vendor reports running usage). Fields
 // come in abi.Usage's order, as encoding/json writes them.
+//
+// It is written out field by field: the closures it used to share the
+// separator logic cost a call and a captured-variable indirection per
+// field in the sandbox, for an object written every turn.
 func AppendUsage(dst []byte, u *abi.Usage) []byte {
 	dst = append(dst, '{')
 	sep := false
-	appendInt := func(name string, v *int64) {
-		if v == nil {
-			return
-		}
-		dst = appendName(dst, name, sep)
-		dst = strconv.AppendInt(dst, *v, 10)
-		sep = true
+	if u.InputTokens != nil {
+		dst = appendName(dst, "inputTokens", sep)
+		dst, sep = strconv.AppendInt(dst, *u.InputTokens, 10), true
 	}
-	appendNum := func(name string, v *float64) {
-		if v == nil || isNaNOrInf(*v) {
-			return
-		}
-		dst = appendName(dst, name, sep)
-		dst = appendFloat(dst, *v)
-		sep = true
+	if u.OutputTokens != nil {
+		dst = appendName(dst, "outputTokens", sep)
+		dst, sep = strconv.AppendInt(dst, *u.OutputTokens, 10), true
 	}
-	appendInt("inputTokens", u.InputTokens)
-	appendInt("outputTokens", u.OutputTokens)
-	appendInt("cachedInputTokens", u.CachedInputTokens)
-	appendInt("reasoningTokens", u.ReasoningTokens)
-	appendNum("costUsd", u.CostUSD)
-	appendNum("apiEquivalentCostUsd", u.APIEquivalentCostUSD)
-	appendInt("cacheCreationInputTokens", u.CacheCreationInputTokens)
+	if u.CachedInputTokens != nil {
+		dst = appendName(dst, "cachedInputTokens", sep)
+		dst, sep = strconv.AppendInt(dst, *u.CachedInputTokens, 10), true
+	}
+	if u.ReasoningTokens != nil {
+		dst = appendName(dst, "reasoningTokens", sep)
+		dst, sep = strconv.AppendInt(dst, *u.ReasoningTokens, 10), true
+	}
+	if v := u.CostUSD; v != nil && !isNaNOrInf(*v) {
+		dst = appendName(dst, "costUsd", sep)
+		dst, sep = appendFloat(dst, *v), true
+	}
+	if v := u.APIEquivalentCostUSD; v != nil && !isNaNOrInf(*v) {
+		dst = appendName(dst, "apiEquivalentCostUsd", sep)
+		dst, sep = appendFloat(dst, *v), true
+	}
+	if u.CacheCreationInputTokens != nil {
+		dst = appendName(dst, "cacheCreationInputTokens", sep)
+		dst = strconv.AppendInt(dst, *u.CacheCreationInputTokens, 10)
+	}
 	return append(dst, '}')
 }
 

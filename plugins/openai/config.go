@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"adhost/abi"
 	sdk "adhost/sdk-plugin"
@@ -61,20 +62,24 @@ var lastConfig atomic.Pointer[cachedConfig]
 
 type cachedConfig struct {
 	raw string
+	src *byte // the first byte of the slice raw was copied from
 	cfg *config
 }
 
 // configFor returns the validated settings for raw, parsing them only when
-// they changed since the last call.
+// they changed since the last call. sdk.Call.Config hands out the same
+// never-modified slice while the settings stay the same, so the same
+// address and length answer without comparing the bytes (src keeps that
+// memory alive, so the address cannot be reused for other bytes).
 func configFor(raw []byte) (*config, error) {
-	if c := lastConfig.Load(); c != nil && c.raw == string(raw) {
+	if c := lastConfig.Load(); c != nil && len(raw) == len(c.raw) && (len(raw) > 0 && unsafe.SliceData(raw) == c.src || c.raw == string(raw)) {
 		return c.cfg, nil
 	}
 	cfg, err := parseSettings(raw)
 	if err != nil {
 		return nil, err
 	}
-	lastConfig.Store(&cachedConfig{raw: string(raw), cfg: cfg})
+	lastConfig.Store(&cachedConfig{raw: string(raw), src: unsafe.SliceData(raw), cfg: cfg})
 	return cfg, nil
 }
 

@@ -120,10 +120,20 @@ func (d *Decoder) More() bool {
 		return false
 	}
 	d.i = i
-	if obj {
-		return d.readKey()
+	if !obj {
+		return true
 	}
-	return true
+	// A short plain name directly followed by ':' (most names), without
+	// the call to readKey: in a guest a call costs more than the scan.
+	if i >= len(d.d) || d.d[i] != '"' {
+		return d.readKey() // reports the error
+	}
+	if end, flags, ok := shortString(d.d, i); ok && flags&strSlow == 0 && end < len(d.d) && d.d[end] == ':' {
+		d.key, d.keyCopied = d.d[i+1:end-1], false
+		d.i = skipWS(d.d, end+1)
+		return true
+	}
+	return d.readKey()
 }
 
 // readKey reads `"name" :` at d.i and decodes the name into d.key.
@@ -204,7 +214,18 @@ func (d *Decoder) Value() Value {
 		d.i = end
 		return Value{raw: d.d[i:end], kind: String, flags: flags | strKnown}
 	}
-	end, err := skipValue(d.d, i, d.st.n)
+	// Scalars go straight to their scanner rather than through skipValue
+	// and scanScalar (two calls fewer per number or literal in a guest).
+	var end int
+	var err error
+	switch c := d.d[i]; {
+	case c == '-' || isDigit(c):
+		end, err = scanNumber(d.d, i)
+	case c == '{' || c == '[':
+		end, err = skipValue(d.d, i, d.st.n)
+	default:
+		end, err = scanScalar(d.d, i)
+	}
 	if err != nil {
 		d.err = err
 		return Value{}
