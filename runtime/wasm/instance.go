@@ -397,7 +397,11 @@ func (x *Extension) startWatchdog(cs *callState, limit time.Duration) *watchdog 
 	// over locals would allocate each captured variable separately, on
 	// every call.
 	w := &watchdog{cs: cs, limit: limit, tick: max(limit/8, time.Millisecond)}
-	w.t = time.AfterFunc(w.tick, w.check)
+	// Armed only once w.t is set: check re-arms itself through w.t, and a
+	// timer firing before the assignment would read it unset. Reset orders
+	// the assignment before the callback (timers carry that edge).
+	w.t = time.AfterFunc(math.MaxInt64, w.check)
+	w.t.Reset(w.tick)
 	return w
 }
 
