@@ -444,30 +444,6 @@ func TestProgressThrottle(t *testing.T) {
 	})
 }
 
-func TestUsageSinkBound(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		stuck := usageFunc(func(ctx context.Context, _ *UsageRecord) error {
-			<-ctx.Done()
-			return ctx.Err()
-		})
-		env := newEnv(t, conformanceProvider(true), func(o *Options, _ *ProviderInstance) { o.UsageSink = stuck })
-		start := time.Now()
-		res, err := env.start(t, req("conformance:text"), ModeJSON).Wait(t.Context())
-		if err != nil || res.Text != "Hello fixture" {
-			t.Fatalf("%+v %v", res, err)
-		}
-		if time.Since(start) != 0 {
-			t.Fatal("the outcome waited for the usage sink")
-		}
-		if err := env.e.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if got := time.Since(start); got != usageSinkTimeout {
-			t.Fatalf("usage delivery bounded at %v, want 2s", got)
-		}
-	})
-}
-
 type usageFunc func(context.Context, *UsageRecord) error
 
 func (f usageFunc) RecordUsage(ctx context.Context, rec *UsageRecord) error { return f(ctx, rec) }

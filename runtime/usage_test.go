@@ -3,7 +3,6 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	goruntime "runtime"
 	"strings"
@@ -71,37 +70,48 @@ func TestUsageSinkGoroutine(t *testing.T) {
 	}
 }
 
-// A queueing sink that is behind (its queue full) holds the run goroutine
-// for at most 2 s, never the run's outcome, and the failure is logged.
-func TestAsyncUsageSinkBound(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		full := &queuedSink{queues: true, fn: func(ctx context.Context, _ *UsageRecord) error {
-			<-ctx.Done()
-			return errors.New("dropped")
-		}}
-		var logs bytes.Buffer
-		env := newEnv(t, conformanceProvider(true), func(o *Options, _ *ProviderInstance) {
-			o.UsageSink = full
-			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+// A sink that blocks — a plain one, or a queueing one that is behind (its
+// queue full) — holds delivery for at most 2 s, never the run's outcome,
+// and the failure is logged.
+func TestUsageSinkBound(t *testing.T) {
+	wait := func(ctx context.Context, _ *UsageRecord) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	for _, tc := range []struct {
+		name string
+		sink UsageSink
+	}{
+		{"plain", usageFunc(wait)},
+		{"queueing", &queuedSink{queues: true, fn: wait}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logs bytes.Buffer
+				env := newEnv(t, conformanceProvider(true), func(o *Options, _ *ProviderInstance) {
+					o.UsageSink = tc.sink
+					o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				})
+				start := time.Now()
+				res, err := env.start(t, req("conformance:text"), ModeJSON).Wait(t.Context())
+				if err != nil || res.Text != "Hello fixture" {
+					t.Fatalf("%+v %v", res, err)
+				}
+				if time.Since(start) != 0 {
+					t.Fatal("the outcome waited for the usage sink")
+				}
+				if err := env.e.Shutdown(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if got := time.Since(start); got != usageSinkTimeout {
+					t.Fatalf("usage delivery bounded at %v, want 2s", got)
+				}
+				if !strings.Contains(logs.String(), "usage record not delivered") {
+					t.Errorf("no warning logged:\n%s", logs.String())
+				}
+			})
 		})
-		start := time.Now()
-		res, err := env.start(t, req("conformance:text"), ModeJSON).Wait(t.Context())
-		if err != nil || res.Text != "Hello fixture" {
-			t.Fatalf("%+v %v", res, err)
-		}
-		if time.Since(start) != 0 {
-			t.Fatal("the outcome waited for the usage sink")
-		}
-		if err := env.e.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if got := time.Since(start); got != usageSinkTimeout {
-			t.Fatalf("usage delivery bounded at %v, want 2s", got)
-		}
-		if !strings.Contains(logs.String(), "usage record not delivered") {
-			t.Errorf("no warning logged:\n%s", logs.String())
-		}
-	})
+	}
 }
 
 // A panicking sink is a logged delivery failure, not the host's end.
