@@ -3,6 +3,7 @@ package host
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 	"strings"
 
@@ -21,6 +22,9 @@ type Token struct {
 	// Providers and Tools are the granted provider instance ids and host
 	// tool names; omitted grants deny.
 	Providers, Tools []string
+	// Ops are the feature operation grants, "feature.op"
+	// (runtime.Principal.Ops): from [tokens.grants] sessions and jobs.
+	Ops []string
 }
 
 // maxBearerLen bounds the presented bearer (wire-core §11.1, newer
@@ -35,11 +39,17 @@ type tokenEntry struct {
 func newTokenEntries(tokens []Token) []tokenEntry {
 	out := make([]tokenEntry, 0, len(tokens))
 	for _, t := range tokens {
+		d := sha256.Sum256([]byte(t.Secret))
 		p := &runtime.Principal{
-			TokenID:   t.ID,
-			Subject:   t.Subject,
-			Providers: make(map[string]bool, len(t.Providers)),
-			Tools:     make(map[string]bool, len(t.Tools)),
+			TokenID:          t.ID,
+			Subject:          t.Subject,
+			Providers:        make(map[string]bool, len(t.Providers)),
+			Tools:            make(map[string]bool, len(t.Tools)),
+			Ops:              make(map[string]bool, len(t.Ops)),
+			CredentialDigest: hex.EncodeToString(d[:]),
+		}
+		for _, op := range t.Ops {
+			p.Ops[op] = true
 		}
 		for _, id := range t.Providers {
 			p.Providers[id] = true
@@ -47,7 +57,7 @@ func newTokenEntries(tokens []Token) []tokenEntry {
 		for _, name := range t.Tools {
 			p.Tools[name] = true
 		}
-		out = append(out, tokenEntry{digest: sha256.Sum256([]byte(t.Secret)), principal: p})
+		out = append(out, tokenEntry{digest: d, principal: p})
 	}
 	return out
 }

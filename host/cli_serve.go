@@ -181,9 +181,10 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		h.tokens = append(h.tokens, Token{
 			ID: s.Token.ID, Subject: s.Token.Subject, Secret: s.Value,
 			Providers: s.Token.Providers, Tools: s.Token.Tools,
+			Ops: s.Token.Grants.Ops(),
 		})
-		if !s.Token.Grants.Empty() {
-			log.Warn("token grants for sessions, jobs, approvals, application tools and retrieval are not implemented yet; ignored", "token", s.Token.ID)
+		if s.Token.Grants.Unimplemented() {
+			log.Warn("token grants for approvals, application tools and retrieval are not implemented yet; ignored", "token", s.Token.ID)
 		}
 	}
 

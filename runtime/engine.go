@@ -240,6 +240,12 @@ func (e *Engine) Providers() []*ProviderInstance {
 // ctx bounds only Start itself: the run's lifetime is the engine's, and the
 // host ends it with Run.Cancel (e.g. on client disconnect).
 func (e *Engine) Start(ctx context.Context, p *Principal, req *protocol.RunRequest, mode Mode) (*Run, error) {
+	return e.StartWith(ctx, p, req, mode, StartOptions{})
+}
+
+// StartWith is Start with the per-run additions of a feature package that
+// wraps it (StartOptions).
+func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunRequest, mode Mode, opts StartOptions) (*Run, error) {
 	if mode != ModeJSON && mode != ModeStream {
 		return nil, fmt.Errorf("runtime: invalid mode %d", mode)
 	}
@@ -281,6 +287,7 @@ func (e *Engine) Start(ctx context.Context, p *Principal, req *protocol.RunReque
 		}
 		r.log = lg
 	}
+	r.applyOptions(&opts)
 	if err := r.begin(); err != nil {
 		r.releaseSlot()
 		e.runs.Done()

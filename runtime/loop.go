@@ -24,7 +24,8 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 	msgs = append(msgs, abi.Message{Role: abi.RoleUser, Content: r.req.Input})
 	// native is the adapter's private continuation state, handed from one
 	// turn to the next and never shown in an event or the result.
-	var native json.RawMessage
+	// A native session's turn starts from the state of its last turn.
+	native := r.native
 
 	for step := 1; ; step++ {
 		if err := r.ctx.Err(); err != nil {
@@ -51,6 +52,7 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 			return nil, err
 		}
 		native = out.Native
+		r.finalNative = native
 		r.acct.completed++
 		u := out.Usage
 		if u == nil {
@@ -123,6 +125,11 @@ func (r *Run) complete(step int, out *abi.CompleteOutput) (*protocol.RunResult, 
 	// keep the event (and the JSON body) within what clients accept.
 	if 256+len(res.RunID)+len(res.Provider)+len(res.Model)+jsonStringLen(res.Text)+len(res.Output) > maxEventBytes {
 		return nil, protocol.New(protocol.CodeResponseTooLarge)
+	}
+	if r.onComplete != nil {
+		if err := r.onComplete(res, out.Native); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -79,4 +79,16 @@ type Principal struct {
 	// Providers and Tools are the granted instance ids and host tool names.
 	Providers map[string]bool
 	Tools     map[string]bool
+	// Ops are the operation grants of the extension features, named
+	// "feature.op" as in host.toml's [tokens.grants]: "jobs.submit",
+	// "sessions.continue" (see Can). Absent: denied.
+	Ops map[string]bool
+	// CredentialDigest is the SHA-256 hex of the bearer token. Durable
+	// records keep it to find the credential again (a job dispatched
+	// after a restart re-resolves its grants); the bearer itself is
+	// never stored.
+	CredentialDigest string
 }
+
+// Can reports whether p holds the operation grant op ("jobs.read").
+func (p *Principal) Can(op string) bool { return p.Ops[op] }

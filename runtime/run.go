@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"sync"
@@ -28,8 +29,12 @@ type Run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	log      EventLog // nil: not persisted
-	needData bool     // events are encoded (someone reads Data)
+	log EventLog // nil: not persisted
+	// native is the continuation state the first step is given
+	// (StartOptions.Native); finalNative what the last step returned.
+	native, finalNative json.RawMessage
+	onComplete          func(*protocol.RunResult, json.RawMessage) error
+	needData            bool // events are encoded (someone reads Data)
 	// reservations are the run's units of capped extensions (Capacity),
 	// taken at admission and released with the admission slot.
 	reservations []Reservation

@@ -175,3 +175,59 @@ func releaseAll(rs []Reservation) {
 		r.Release()
 	}
 }
+
+// StartOptions are what a feature package wrapping Engine.Start adds to one
+// run (DESIGN.md §8): durable jobs and idempotency persist its events
+// through Log, conversation sessions hand it the adapter's continuation
+// state and commit the turn in Complete. The zero value adds nothing, and
+// a run started with it pays nothing for the features.
+type StartOptions struct {
+	// Log receives every event of the run before it is delivered, with
+	// the semantics of EventLog; with Options.RunStore set as well, the
+	// store's log appends first. Run IDs are known to Log from the
+	// run.started event it receives first.
+	Log EventLog
+	// Native is the adapter's private continuation state returned by the
+	// last turn of a native session; the run's first step is given it.
+	Native json.RawMessage
+	// Complete is called on the run's goroutine once the final step has
+	// succeeded and its result is validated, before run.completed is
+	// committed, with that result and the adapter's final continuation
+	// state. It may add extension fields to res (RunResult.Session). An
+	// error fails the run instead (a *protocol.Error keeps its code). It is
+	// not called for a run that fails or is cancelled.
+	Complete func(res *protocol.RunResult, native json.RawMessage) error
+}
+
+// applyOptions attaches opts to a newly admitted run.
+func (r *Run) applyOptions(opts *StartOptions) {
+	if opts.Log != nil {
+		if r.log != nil {
+			r.log = teeLog{r.log, opts.Log}
+		} else {
+			r.log = opts.Log
+		}
+		r.needData = true // a log stores the encoded events
+	}
+	r.native = opts.Native
+	r.onComplete = opts.Complete
+}
+
+// teeLog appends to a, then to b; the first error stops.
+type teeLog struct{ a, b EventLog }
+
+func (t teeLog) Append(ctx context.Context, ev Event) error {
+	if err := t.a.Append(ctx, ev); err != nil {
+		return err
+	}
+	return t.b.Append(ctx, ev)
+}
+
+// Native returns the continuation state the adapter returned with the
+// run's last completed step (nil when it returned none). It is private to
+// the host: never put it in an event, a result or a log line. Valid once
+// Done is closed.
+func (r *Run) Native() json.RawMessage {
+	<-r.done
+	return r.finalNative
+}

@@ -124,15 +124,36 @@ type Token struct {
 // Grants is [tokens.grants]: the extension grants of wire-core §11.2.
 //
 // They are decoded and checked for shape so a host.toml written for a later
-// release is not silently misread, but the features they grant (sessions,
-// jobs, approvals, application tools, retrieval) are not implemented yet:
-// the host ignores them and `serve` logs a warning when any is set.
+// release is not silently misread. sessions and jobs are operation grants
+// (Ops); the features the others grant (approvals, application tools,
+// retrieval) are not implemented yet: the host ignores them and `serve`
+// logs a warning when any is set (Unimplemented).
 type Grants struct {
 	Sessions         []string          `toml:"sessions"`
 	Jobs             []string          `toml:"jobs"`
 	ApproveTools     []string          `toml:"approve_tools"`
 	ApplicationTools []ApplicationTool `toml:"application_tools"`
 	Retrieval        *RetrievalGrant   `toml:"retrieval"`
+}
+
+// Ops returns the operation grants of the implemented features as
+// "feature.op" names (runtime.Principal.Ops): "sessions.create",
+// "jobs.submit".
+func (g Grants) Ops() []string {
+	ops := make([]string, 0, len(g.Sessions)+len(g.Jobs))
+	for _, op := range g.Sessions {
+		ops = append(ops, "sessions."+op)
+	}
+	for _, op := range g.Jobs {
+		ops = append(ops, "jobs."+op)
+	}
+	return ops
+}
+
+// Unimplemented reports whether a grant of a feature this build does not
+// implement yet is set (approvals, application tools, retrieval).
+func (g Grants) Unimplemented() bool {
+	return len(g.ApproveTools) > 0 || len(g.ApplicationTools) > 0 || g.Retrieval != nil
 }
 
 // Empty reports whether no grant is set.

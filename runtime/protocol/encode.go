@@ -47,6 +47,12 @@ func AppendRunResult(b []byte, r *RunResult, escapeHTML bool) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(r.Steps), 10)
 	b = append(b, `,"finishReason":`...)
 	b = AppendJSONString(b, r.FinishReason, escapeHTML)
+	if len(r.Session) > 0 {
+		// Built by the host from its own strings (ids, timestamps):
+		// compact, and nothing to escape for HTML.
+		b = append(b, `,"session":`...)
+		b = append(b, r.Session...)
+	}
 	return append(b, '}'), nil
 }
 

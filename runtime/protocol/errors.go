@@ -69,6 +69,46 @@ const (
 	CodeApprovalUnavailable        Code = "APPROVAL_UNAVAILABLE"
 	CodeTLSRequired                Code = "TLS_REQUIRED"
 
+	// Durable state (wire-extensions §2, §3, §8; wire-core §15).
+	CodeIdempotencyConflict       Code = "IDEMPOTENCY_CONFLICT"
+	CodeOperationInProgress       Code = "OPERATION_IN_PROGRESS"
+	CodeOperationUncertain        Code = "OPERATION_UNCERTAIN"
+	CodeOperationStoreError       Code = "OPERATION_STORE_ERROR"
+	CodeOperationStoreFull        Code = "OPERATION_STORE_FULL"
+	CodeOperationRecordLimit      Code = "OPERATION_RECORD_LIMIT"
+	CodeSessionNotFound           Code = "SESSION_NOT_FOUND"
+	CodeSessionRevisionConflict   Code = "SESSION_REVISION_CONFLICT"
+	CodeSessionBusy               Code = "SESSION_BUSY"
+	CodeSessionInterrupted        Code = "SESSION_INTERRUPTED"
+	CodeSessionProviderMismatch   Code = "SESSION_PROVIDER_MISMATCH"
+	CodeSessionAccountChanged     Code = "SESSION_ACCOUNT_CHANGED"
+	CodeSessionCapacity           Code = "SESSION_CAPACITY"
+	CodeInvalidSession            Code = "INVALID_SESSION"
+	CodeUnsupportedContinuation   Code = "UNSUPPORTED_CONTINUATION"
+	CodeSessionAccountRequired    Code = "SESSION_ACCOUNT_REQUIRED"
+	CodeSessionHistoryConflict    Code = "SESSION_HISTORY_CONFLICT"
+	CodeSessionContextUnsupported Code = "SESSION_CONTEXT_UNSUPPORTED"
+	CodeSessionContextLimit       Code = "SESSION_CONTEXT_LIMIT"
+	CodeInvalidSessionState       Code = "INVALID_SESSION_STATE"
+	CodeSessionDeleted            Code = "SESSION_DELETED"
+	CodeJobsUnavailable           Code = "JOBS_UNAVAILABLE"
+	CodeInvalidJob                Code = "INVALID_JOB"
+	CodeInvalidJobCursor          Code = "INVALID_JOB_CURSOR"
+	CodeJobRequestUnsupported     Code = "JOB_REQUEST_UNSUPPORTED"
+	CodeJobAccountRequired        Code = "JOB_ACCOUNT_REQUIRED"
+	CodeJobStoreFull              Code = "JOB_STORE_FULL"
+	CodeJobNotFound               Code = "JOB_NOT_FOUND"
+	CodeJobExpired                Code = "JOB_EXPIRED"
+	CodeJobStoreError             Code = "JOB_STORE_ERROR"
+	CodeJobStoreClosed            Code = "JOB_STORE_CLOSED"
+	CodeJobLeaseLost              Code = "JOB_LEASE_LOST"
+	CodeJobWorkerBusy             Code = "JOB_WORKER_BUSY"
+	CodeJobAccountChanged         Code = "JOB_ACCOUNT_CHANGED"
+	CodeJobEventConflict          Code = "JOB_EVENT_CONFLICT"
+	CodeJobRecordLimit            Code = "JOB_RECORD_LIMIT"
+	CodeJobInterrupted            Code = "JOB_INTERRUPTED"
+	CodeContextReplayUnavailable  Code = "CONTEXT_REPLAY_UNAVAILABLE"
+
 	// Client-only codes (raised by the Go client, never sent by the host).
 	CodeInvalidStream     Code = "INVALID_STREAM"
 	CodeInvalidResponse   Code = "INVALID_RESPONSE"
@@ -286,7 +326,7 @@ func DefaultRetryable(code Code) bool {
 	switch code {
 	case CodeHostStarting, CodeHostShuttingDown, CodeBusy, CodeQueueFull,
 		CodeRateLimited, CodeIdleTimeout, CodeProviderUnreachable, CodeProviderError,
-		"OPERATION_IN_PROGRESS":
+		"OPERATION_IN_PROGRESS", "JOB_WORKER_BUSY":
 		return true
 	}
 	return false
@@ -356,4 +396,43 @@ var messages = map[Code]string{
 	CodeRetrievalUnavailable:       "Retrieval is not supported by this host.",
 	CodeApplicationToolsUnavail:    "Application tools are not supported by this host.",
 	CodeApprovalUnavailable:        "Interactive approvals are not supported by this host.",
+	// Durable state.
+	CodeIdempotencyConflict:       "The key was already used with a different request.",
+	CodeOperationInProgress:       "An operation with this key is still running.",
+	CodeOperationUncertain:        "The operation with this key was accepted but its outcome was never recorded.",
+	CodeOperationStoreError:       "The operation store did not acknowledge a write.",
+	CodeOperationStoreFull:        "The operation store is full.",
+	CodeOperationRecordLimit:      "The operation record exceeds its size limit.",
+	CodeSessionNotFound:           "The session does not exist.",
+	CodeSessionRevisionConflict:   "The session revision is not the current one.",
+	CodeSessionBusy:               "A turn of this session is running.",
+	CodeSessionInterrupted:        "The previous turn of this session was interrupted.",
+	CodeSessionProviderMismatch:   "The provider or model differs from the session's.",
+	CodeSessionAccountChanged:     "The provider's account binding changed since the session was created.",
+	CodeSessionCapacity:           "The session store is full.",
+	CodeInvalidSession:            "The session request does not match the v1 schema.",
+	CodeUnsupportedContinuation:   "The provider does not support this continuation mode.",
+	CodeSessionAccountRequired:    "Sessions need a provider with an explicit account binding.",
+	CodeSessionHistoryConflict:    "A session run cannot carry history or instructions.",
+	CodeSessionContextUnsupported: "A session run cannot carry attachments or retrieval.",
+	CodeSessionContextLimit:       "The session would exceed its message or size limit.",
+	CodeInvalidSessionState:       "The provider's session state cannot be stored.",
+	CodeSessionDeleted:            "The session was deleted.",
+	CodeJobsUnavailable:           "Durable jobs are not available on this host.",
+	CodeInvalidJob:                "The job request does not match the v1 schema.",
+	CodeInvalidJobCursor:          "The job event cursor is invalid.",
+	CodeJobRequestUnsupported:     "A job request cannot carry session, applicationTools, approvals or idempotencyKey.",
+	CodeJobAccountRequired:        "Jobs need a provider with an explicit account binding.",
+	CodeJobStoreFull:              "The job store is full.",
+	CodeJobNotFound:               "The job does not exist.",
+	CodeJobExpired:                "The job's retention has ended.",
+	CodeJobStoreError:             "The job store did not acknowledge a write.",
+	CodeJobStoreClosed:            "The job store is closed.",
+	CodeJobLeaseLost:              "The job worker lost its lease.",
+	CodeJobWorkerBusy:             "Another worker owns the job store.",
+	CodeJobAccountChanged:         "The provider's account binding changed since the job was submitted.",
+	CodeJobEventConflict:          "The job event is out of order or the job is not running.",
+	CodeJobRecordLimit:            "A job event or record exceeds its size limit.",
+	CodeJobInterrupted:            "The job was interrupted; its outcome is uncertain.",
+	CodeContextReplayUnavailable:  "The job's events cannot be replayed until it has completed.",
 }

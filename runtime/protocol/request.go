@@ -55,6 +55,9 @@ type RunResult struct {
 	Usage        Usage           `json:"usage"`
 	Steps        int             `json:"steps"`
 	FinishReason string          `json:"finishReason"`
+	// Session is the SessionInfo of a session turn (conversation-sessions:
+	// the session's next revision), compact JSON; absent otherwise.
+	Session json.RawMessage `json:"session,omitempty"`
 }
 
 // Usage is the wire Usage object (wire-core §14.1): absent = unknown.
