@@ -208,11 +208,38 @@ type protocolDoc struct {
 	Features          []string `json:"features"`
 }
 
-func (s *Server) serveProtocol(w http.ResponseWriter, _ *http.Request, _ *runtime.Principal) {
-	features := s.engine.Features()
-	if features == nil {
-		features = []string{}
+// featureOrder is the upstream order of /v1/protocol features
+// (wire-extensions §1.1); clients give order no meaning, but the host keeps
+// it.
+var featureOrder = []string{
+	"json-results", "client-pairing", "provider-management", "provider-setup", "provider-runtimes",
+	"durable-jobs", "conversation-sessions", "application-tools", "interactive-approvals",
+	"event-stream", "cancel-on-disconnect", "optional-idle-timeout", "required-capabilities",
+	"optional-events", "provider-discovery", "context-inputs", "draft-artifacts", "context-references",
+	"scoped-retrieval", "retrieval-indexing", "document-ingestion", "pdf-ingestion", "idempotency",
+}
+
+// features are the engine's features plus the configured extension
+// features (ServerOptions.Features), in featureOrder.
+func (s *Server) features() []string {
+	have := map[string]bool{}
+	for _, f := range s.engine.Features() {
+		have[f] = true
 	}
+	for _, f := range s.extraFeatures {
+		have[f] = true
+	}
+	out := make([]string, 0, len(have))
+	for _, f := range featureOrder {
+		if have[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (s *Server) serveProtocol(w http.ResponseWriter, _ *http.Request, _ *runtime.Principal) {
+	features := s.features()
 	b, _ := json.Marshal(protocolDoc{
 		Protocol:          protocol.Name,
 		Version:           protocol.Version,
@@ -222,30 +249,42 @@ func (s *Server) serveProtocol(w http.ResponseWriter, _ *http.Request, _ *runtim
 	s.writeJSON(w, http.StatusOK, b)
 }
 
-// serveRun is POST /v1/runs from step 9 on.
-func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
+// readPOST is steps 9–11 of every POST endpoint: the JSON content type,
+// identity encoding and the body bound, then the body itself. On failure
+// it has answered and returns ok false. UTF-8 and the schema are the
+// endpoint's own decoder's business (steps 12–13).
+func (s *Server) readPOST(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 	// 9. Content-Type.
 	if ct := r.Header["Content-Type"]; len(ct) != 1 || !isJSONContentType(ct[0]) {
 		s.writeError(w, r, protocol.New(protocol.CodeInvalidRequest))
-		return
+		return nil, false
 	}
 	// 10. Content-Encoding: absent or exactly identity.
 	if ce, ok := r.Header["Content-Encoding"]; ok && (len(ce) != 1 || ce[0] != "identity") {
 		s.writeError(w, r, protocol.New(protocol.CodeInvalidRequest))
-		return
+		return nil, false
 	}
 	// 11. Body bound, before reading when the length is declared.
 	if r.ContentLength > MaxBodyBytes {
 		s.writeError(w, r, protocol.New(protocol.CodeBodyTooLarge))
-		return
+		return nil, false
 	}
 	body, tooLarge, err := readBody(r)
 	if tooLarge {
 		s.writeError(w, r, protocol.New(protocol.CodeBodyTooLarge))
-		return
+		return nil, false
 	}
 	if err != nil {
 		s.writeError(w, r, protocol.Wrap(protocol.CodeInvalidRequest, err))
+		return nil, false
+	}
+	return body, true
+}
+
+// serveRun is POST /v1/runs from step 9 on.
+func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
+	body, ok := s.readPOST(w, r)
+	if !ok {
 		return
 	}
 	// The request is in: lift the 30 s read bound so it cannot cut off a

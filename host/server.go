@@ -57,6 +57,9 @@ type ServerOptions struct {
 	// Status reports the extensions for the status endpoint
 	// (StatusPath); nil: an empty list.
 	Status StatusFunc
+	// Features are the extension features served beside the engine's
+	// (durable-jobs …), advertised by /v1/protocol in upstream order.
+	Features []string
 }
 
 // Host states (wire-core §1.2 step 2).
@@ -77,6 +80,8 @@ type Server struct {
 	heartbeat time.Duration
 	router    *mux.Router // steps 7–8 of the pipeline: routes, after auth
 	status    StatusFunc
+	// extraFeatures are ServerOptions.Features.
+	extraFeatures []string
 
 	state atomic.Int32
 	tls   atomic.Bool
@@ -99,6 +104,8 @@ func NewServer(opts ServerOptions) *Server {
 		log:       opts.Logger,
 		heartbeat: opts.HeartbeatInterval,
 		status:    opts.Status,
+
+		extraFeatures: opts.Features,
 	}
 	for _, o := range opts.AllowedOrigins {
 		s.origins[o] = true
