@@ -88,6 +88,11 @@ type Options struct {
 	ApprovalHook ApprovalHook
 	// RunStore persists events before delivery; nil: none.
 	RunStore RunStore
+	// IdempotencyKeys accepts requests with an idempotencyKey: the host
+	// has an operation store and the runtime/idempotency wrapper around
+	// Start claims and replays keys. False: a key is
+	// IDEMPOTENCY_UNAVAILABLE (wire-core §15.1).
+	IdempotencyKeys bool
 }
 
 // Mode selects how a run's outcome is consumed.
@@ -116,6 +121,7 @@ type Engine struct {
 	log          *slog.Logger
 	approval     ApprovalHook
 	store        RunStore
+	idemKeys     bool
 
 	// base is the parent of every run context: runs outlive the request
 	// that started them, and Shutdown cancels them all through it.
@@ -156,6 +162,7 @@ func New(opts Options) (*Engine, error) {
 		log:        opts.Logger,
 		approval:   opts.ApprovalHook,
 		store:      opts.RunStore,
+		idemKeys:   opts.IdempotencyKeys,
 		perSubject: make(map[string]int),
 		work:       make(chan *Run),
 	}
@@ -295,6 +302,20 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 	}
 	e.dispatch(r)
 	return r, nil
+}
+
+// Validate runs the checks Start runs before admission — semantic
+// validation (wire-core §3.3), the shutdown check and authorization —
+// without starting anything. Durable jobs validate a submission with it
+// and again before dispatch. Its errors are *protocol.Error.
+func (e *Engine) Validate(p *Principal, req *protocol.RunRequest) error {
+	if _, err := e.validate(req); err != nil {
+		return err
+	}
+	if e.isShuttingDown() {
+		return protocol.New(protocol.CodeHostShuttingDown)
+	}
+	return authorize(p, req)
 }
 
 // dispatch runs r on an idle run goroutine, or on a new one when none is

@@ -110,3 +110,30 @@ func TestStartWithOptions(t *testing.T) {
 		t.Fatal("run started although its log refused run.started")
 	}
 }
+
+// TestValidateWithoutStarting: Validate answers what Start would before
+// admission, and starts nothing; an idempotency key is refused unless the
+// engine was told a wrapper handles keys.
+func TestValidateWithoutStarting(t *testing.T) {
+	env := newEnv(t, conformanceProvider(false))
+	if err := env.e.Validate(env.p, req("x")); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if err := env.e.Validate(&Principal{Subject: "bob"}, req("x")); protocol.CodeOf(err) != protocol.CodeForbidden {
+		t.Fatalf("ungranted: %v", err)
+	}
+	if err := env.e.Validate(env.p, req("x", func(r *protocol.RunRequest) { r.Provider = "nope" })); protocol.CodeOf(err) != protocol.CodeUnknownProvider {
+		t.Fatalf("unknown provider: %v", err)
+	}
+	key := func(r *protocol.RunRequest) { k := "k1"; r.IdempotencyKey = &k }
+	if err := env.e.Validate(env.p, req("x", key)); protocol.CodeOf(err) != protocol.CodeIdempotencyUnavailable {
+		t.Fatalf("key without a store: %v", err)
+	}
+	if env.e.Running() != 0 {
+		t.Fatal("Validate admitted a run")
+	}
+	withKeys := newEnv(t, conformanceProvider(false), func(o *Options, _ *ProviderInstance) { o.IdempotencyKeys = true })
+	if err := withKeys.e.Validate(withKeys.p, req("x", key)); err != nil {
+		t.Fatalf("key with IdempotencyKeys: %v", err)
+	}
+}

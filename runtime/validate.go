@@ -50,7 +50,7 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		return nil, protocol.New(protocol.CodeRetrievalUnavailable)
 	}
 	// 4. idempotency
-	if req.IdempotencyKey != nil {
+	if req.IdempotencyKey != nil && !e.idemKeys {
 		return nil, protocol.New(protocol.CodeIdempotencyUnavailable)
 	}
 	// 5. provider
