@@ -303,22 +303,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 	if acceptsEventStream(r.Header["Accept"]) {
 		mode = runtime.ModeStream
 	}
-	// Counted from here so Shutdown waits for this handler to deliver the
-	// run's terminal event.
-	s.streams.add()
-	defer s.streams.done()
-	// 13–16. Validation, shutdown re-check, authorization, admission.
-	run, err := s.engine.Start(r.Context(), p, req, mode)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	// 17. Execute.
-	if mode == runtime.ModeStream {
-		s.stream(w, r, run)
-		return
-	}
-	s.waitJSON(w, r, run)
+	s.startRun(w, r, p, req, mode, runtime.StartOptions{})
 }
 
 // waitJSON answers a JSON-mode run. A client that disconnects before the

@@ -60,6 +60,8 @@ type ServerOptions struct {
 	// Features are the extension features served beside the engine's
 	// (durable-jobs …), advertised by /v1/protocol in upstream order.
 	Features []string
+	// Sessions serves runs carrying `session`; nil: sessions are off.
+	Sessions SessionTurns
 }
 
 // Host states (wire-core §1.2 step 2).
@@ -82,6 +84,7 @@ type Server struct {
 	status    StatusFunc
 	// extraFeatures are ServerOptions.Features.
 	extraFeatures []string
+	sessions      SessionTurns
 
 	state atomic.Int32
 	tls   atomic.Bool
@@ -106,6 +109,7 @@ func NewServer(opts ServerOptions) *Server {
 		status:    opts.Status,
 
 		extraFeatures: opts.Features,
+		sessions:      opts.Sessions,
 	}
 	for _, o := range opts.AllowedOrigins {
 		s.origins[o] = true

@@ -202,25 +202,41 @@ type StartOptions struct {
 // applyOptions attaches opts to a newly admitted run.
 func (r *Run) applyOptions(opts *StartOptions) {
 	if opts.Log != nil {
-		if r.log != nil {
-			r.log = teeLog{r.log, opts.Log}
-		} else {
-			r.log = opts.Log
-		}
+		r.log = JoinLogs(r.log, opts.Log)
 		r.needData = true // a log stores the encoded events
 	}
 	r.native = opts.Native
 	r.onComplete = opts.Complete
 }
 
-// teeLog appends to a, then to b; the first error stops.
-type teeLog struct{ a, b EventLog }
+// JoinLogs returns an EventLog that appends to each non-nil log in order;
+// the first error stops the append and is returned (so a later log never
+// sees an event an earlier one refused). Nil when all are nil.
+func JoinLogs(logs ...EventLog) EventLog {
+	var out teeLog
+	for _, l := range logs {
+		if l != nil {
+			out = append(out, l)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return out
+}
+
+type teeLog []EventLog
 
 func (t teeLog) Append(ctx context.Context, ev Event) error {
-	if err := t.a.Append(ctx, ev); err != nil {
-		return err
+	for _, l := range t {
+		if err := l.Append(ctx, ev); err != nil {
+			return err
+		}
 	}
-	return t.b.Append(ctx, ev)
+	return nil
 }
 
 // Native returns the continuation state the adapter returned with the

@@ -1,0 +1,86 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"adhost/runtime"
+	"adhost/runtime/protocol"
+)
+
+// SessionTurns is the conversation-sessions part of POST /v1/runs
+// (wire-extensions §3.2); runtime/sessions implements it. Nil in
+// ServerOptions: sessions are off, and a run with `session` is
+// SESSIONS_UNAVAILABLE (the engine says so).
+type SessionTurns interface {
+	// Begin runs the checks of §3.2 (1–5, all before run.started) for a
+	// run carrying `session`, and marks the session's turn as begun. It
+	// returns the request the engine runs — the session's history and
+	// instructions in, the `session` field out — and the StartOptions that
+	// carry the turn (native state in, the commit in Complete, an event
+	// observer in Log). If the run then does not start, abort must be
+	// called, once, to give the turn back.
+	Begin(ctx context.Context, p *runtime.Principal, req *protocol.RunRequest) (run *protocol.RunRequest, opts runtime.StartOptions, abort func(), err error)
+	// CheckReplay is the session part of an idempotent replay (§3.5): the
+	// current `continue` grant, access and provider/model match are
+	// checked; the revision is not, and nothing changes.
+	CheckReplay(ctx context.Context, p *runtime.Principal, req *protocol.RunRequest) error
+}
+
+// startRun starts req and serves it: the session step when the run
+// carries `session`, then the engine, then the event stream or the JSON
+// answer. extra are the additions of a wrapper around this step (the
+// idempotency log); ModeStream/ModeJSON is mode.
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal, req *protocol.RunRequest, mode runtime.Mode, extra runtime.StartOptions) {
+	// Counted from here so Shutdown waits for this handler to deliver the
+	// run's terminal event.
+	s.streams.add()
+	defer s.streams.done()
+	opts, abort := extra, func() {}
+	if len(req.Session) > 0 && s.sessions != nil {
+		sreq, sopts, sabort, err := s.sessions.Begin(r.Context(), p, req)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		req, opts, abort = sreq, joinStartOptions(sopts, extra), sabort
+	}
+	// 13–16. Validation, shutdown re-check, authorization, admission.
+	run, err := s.engine.StartWith(r.Context(), p, req, mode, opts)
+	if err != nil {
+		abort()
+		s.writeError(w, r, err)
+		return
+	}
+	// 17. Execute.
+	if mode == runtime.ModeStream {
+		s.stream(w, r, run)
+		return
+	}
+	s.waitJSON(w, r, run)
+}
+
+// joinStartOptions combines the options of two wrappers: both logs (a's
+// first), a's native state, both completions (a's first; the first error
+// wins).
+func joinStartOptions(a, b runtime.StartOptions) runtime.StartOptions {
+	out := runtime.StartOptions{Log: runtime.JoinLogs(a.Log, b.Log), Native: a.Native}
+	if out.Native == nil {
+		out.Native = b.Native
+	}
+	switch {
+	case a.Complete == nil:
+		out.Complete = b.Complete
+	case b.Complete == nil:
+		out.Complete = a.Complete
+	default:
+		out.Complete = func(res *protocol.RunResult, native json.RawMessage) error {
+			if err := a.Complete(res, native); err != nil {
+				return err
+			}
+			return b.Complete(res, native)
+		}
+	}
+	return out
+}
