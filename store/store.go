@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -43,6 +44,21 @@ type Store struct {
 	usage *usageQueue[usageEntry]
 	buf   bytes.Buffer  // the values of the writer's batch
 	enc   *json.Encoder // into buf
+
+	// The durable primitives (durable.go): operations queue on ops for
+	// the committer goroutine, which alone writes their keys and owns rev.
+	// dmu is held shared by operations and exclusively by Close, so that
+	// none is sent after ops is closed and none reads a closed database.
+	dmu       sync.RWMutex
+	dclosed   bool
+	ops       chan *dop
+	rev       uint64 // last revision issued (committer only, after Open)
+	batches   atomic.Int64
+	opBudget  int64 // Badger's transaction limits, less the revision counter
+	opCount   int64
+	maxValue  int
+	threshold int64
+	clock     func() time.Time // leases; nil: time.Now
 }
 
 // usageEntry is a usage record and its key, computed by RecordUsage so
@@ -74,9 +90,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithMemTableSize(16 << 20).
 		WithValueLogFileSize(128 << 20).
 		WithBlockCacheSize(32 << 20).
-		WithIndexCacheSize(16 << 20)
+		WithIndexCacheSize(16 << 20).
+		WithValueThreshold(valueThreshold).
+		WithSyncWrites(true)
+	maxValue := MaxValueBytes
 	if opts.InMemory {
-		bo = bo.WithDir("").WithValueDir("").WithInMemory(true)
+		bo = bo.WithDir("").WithValueDir("").WithInMemory(true).WithValueThreshold(1 << 20)
+		maxValue = MaxValueBytesInMemory
 	} else {
 		if dir == "" {
 			return nil, errors.New("store: no directory")
@@ -89,11 +109,18 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: log, stop: make(chan struct{})}
+	s := &Store{db: db, log: log, stop: make(chan struct{}),
+		ops: make(chan *dop, opBatchMax), maxValue: maxValue, threshold: bo.ValueThreshold,
+		opBudget: db.MaxBatchSize() - 64, opCount: db.MaxBatchCount() - 1}
 	if err := s.initLayout(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if err := s.loadRev(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.wg.Go(s.commitLoop)
 	s.enc = json.NewEncoder(&s.buf)
 	s.usage = newUsageQueue("store", log, s.writeUsage)
 	if !opts.InMemory {
@@ -147,12 +174,17 @@ func (s *Store) gcLoop(interval time.Duration) {
 	}
 }
 
-// Close writes the queued usage records, stops the GC goroutine and closes
-// the database. It is safe to call more than once.
+// Close writes the queued usage records, commits the durable operations
+// already queued (later ones fail with durable.ErrClosed), stops the GC
+// goroutine and closes the database. It is safe to call more than once.
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
 		s.usage.close()
+		s.dmu.Lock()
+		s.dclosed = true
+		close(s.ops)
+		s.dmu.Unlock()
 		close(s.stop)
 		s.wg.Wait()
 		err = s.db.Close()
