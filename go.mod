@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/cockroachdb/apd/v3 v3.2.3
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/gorilla/mux v1.8.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3

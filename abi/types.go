@@ -55,11 +55,15 @@ type ToolCall struct {
 }
 
 // ToolDef is a tool definition offered to the model or listed by a tool
-// extension. InputSchema is a JSON Schema object.
+// extension. InputSchema is a JSON Schema object. OutputSchema, when set,
+// is the JSON Schema the tool's output must match; the host checks it and
+// never sends it to a provider (wire-core §12.1 offers name, description
+// and inputSchema).
 type ToolDef struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 }
 
 // CompleteInput is OpComplete's input: one model turn.

@@ -140,10 +140,11 @@ type Engine struct {
 	work chan *Run
 }
 
-// hostTool is a Tool with its input schema compiled once.
+// hostTool is a Tool with its input (and output) schema compiled once.
 type hostTool struct {
 	tool   *Tool
 	schema validator
+	output validator // nil: the tool declares no output schema
 	exec   ToolExecutor
 }
 
@@ -210,7 +211,13 @@ func New(opts Options) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("runtime: tool %q input schema: %w", t.Def.Name, err)
 		}
-		e.tools[t.Def.Name] = &hostTool{tool: t, schema: s, exec: toolSetExecutor{t.Set}}
+		ht := &hostTool{tool: t, schema: s, exec: toolSetExecutor{t.Set}}
+		if len(t.Def.OutputSchema) > 0 {
+			if ht.output, err = compileSchema(t.Def.OutputSchema); err != nil {
+				return nil, fmt.Errorf("runtime: tool %q output schema: %w", t.Def.Name, err)
+			}
+		}
+		e.tools[t.Def.Name] = ht
 	}
 	e.base, e.cancelBase = context.WithCancelCause(context.Background())
 	return e, nil

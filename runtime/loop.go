@@ -488,6 +488,13 @@ func (r *Run) runTool(c abi.ToolCall) (json.RawMessage, error) {
 	if len(out) > maxToolOutputBytes {
 		return nil, uncertain(fmt.Errorf("tool output of %d bytes exceeds %d", len(out), maxToolOutputBytes))
 	}
+	if ht.output != nil {
+		// An output the tool's declared schema refuses is no confirmed
+		// output: the call may have acted, so the outcome is uncertain.
+		if err := ht.output.ValidateJSON(out); err != nil {
+			return nil, uncertain(err)
+		}
+	}
 	r.toolPending = false
 	r.emit(&payload{typ: EventToolCompleted, ts: time.Now(), callID: c.ID, output: out})
 	r.touch()

@@ -105,7 +105,9 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		}
 		pl.tools = append(pl.tools, ht)
 		pl.toolByName[name] = ht
-		pl.toolDefs = append(pl.toolDefs, ht.tool.Def)
+		def := ht.tool.Def
+		def.OutputSchema = nil // the host's to check, not the model's (wire-core §12.1)
+		pl.toolDefs = append(pl.toolDefs, def)
 	}
 	// 21. approvals
 	if len(req.Approvals) > 0 {

@@ -59,6 +59,11 @@ type Manifest struct {
 	Credentials     []Credential    `toml:"credentials"`
 	Settings        Settings        `toml:"settings"`
 	Limits          Limits          `toml:"limits"`
+	// Tools are the tools a tool extension declares (tools.go).
+	Tools []Tool `toml:"tools"`
+	// KV grants a tool extension the kv_* host functions: a small
+	// per-extension, per-subject key/value namespace in the host's store.
+	KV bool `toml:"kv"`
 
 	settingsSchema *jsonschema.Schema
 	origins        []string // canonical form of Network.Origins
@@ -72,6 +77,11 @@ type Network struct {
 	// EndpointSetting names the settings key holding an operator-configured
 	// endpoint URL whose origin is allowed too.
 	EndpointSetting string `toml:"endpointSetting"`
+	// OriginsSetting names the settings key holding the operator's
+	// allowlist of origins (a list of scheme://host[:port]) the extension
+	// may call, for a tool like http_fetch whose reach only the operator
+	// can decide.
+	OriginsSetting string `toml:"originsSetting"`
 	// Headers are static, non-secret headers the host adds to every request.
 	Headers map[string]string `toml:"headers"`
 }
@@ -96,6 +106,10 @@ type Limits struct {
 	MemoryMiB int `toml:"memoryMiB"`
 	ComputeMs int `toml:"computeMs"`
 	PoolSize  int `toml:"poolSize"`
+	// TimeoutMs bounds the wall-clock time of one call into the extension
+	// (0: no bound of the manifest's own; the operator's turn_timeout_ms
+	// still applies, the smaller wins).
+	TimeoutMs int `toml:"timeoutMs"`
 }
 
 var (
@@ -235,8 +249,14 @@ func (m *Manifest) Validate() error {
 		if n.EndpointSetting != "" && !slotPattern.MatchString(n.EndpointSetting) {
 			bad("network.endpointSetting", "%q is not a valid settings key", n.EndpointSetting)
 		}
-		if len(n.Origins) == 0 && n.EndpointSetting == "" {
-			bad("network", "declares neither origins nor endpointSetting")
+		if n.OriginsSetting != "" && !slotPattern.MatchString(n.OriginsSetting) {
+			bad("network.originsSetting", "%q is not a valid settings key", n.OriginsSetting)
+		}
+		if n.OriginsSetting != "" && n.OriginsSetting == n.EndpointSetting {
+			bad("network.originsSetting", "must differ from endpointSetting")
+		}
+		if len(n.Origins) == 0 && n.EndpointSetting == "" && n.OriginsSetting == "" {
+			bad("network", "declares neither origins, endpointSetting nor originsSetting")
 		}
 		for name, v := range n.Headers {
 			if !ValidHeaderName(name) {
@@ -275,6 +295,10 @@ func (m *Manifest) Validate() error {
 	if err := m.compileSettings(); err != nil {
 		bad("settings.schema", "%v", err)
 	}
+	m.validateTools(bad)
+	if m.KV && m.Kind != abi.KindTool {
+		bad("kv", "only a tool extension may use kv")
+	}
 	l := &m.Limits
 	if l.MemoryMiB == 0 {
 		l.MemoryMiB = DefaultMemoryMiB
@@ -294,6 +318,9 @@ func (m *Manifest) Validate() error {
 	if l.PoolSize < 1 || l.PoolSize > MaxPoolSize {
 		bad("limits.poolSize", "%d is outside 1..%d", l.PoolSize, MaxPoolSize)
 	}
+	if l.TimeoutMs < 0 || l.TimeoutMs > MaxComputeMs {
+		bad("limits.timeoutMs", "%d is outside 0..%d", l.TimeoutMs, MaxComputeMs)
+	}
 	return errors.Join(errs...)
 }
 
@@ -311,6 +338,15 @@ func (m *Manifest) EndpointSetting() string {
 		return ""
 	}
 	return m.Network.EndpointSetting
+}
+
+// OriginsSetting is the settings key of the operator's origin allowlist,
+// or "".
+func (m *Manifest) OriginsSetting() string {
+	if m.Network == nil {
+		return ""
+	}
+	return m.Network.OriginsSetting
 }
 
 // Capability reports a boolean capability (false when absent).

@@ -388,6 +388,12 @@ func (t *toolSet) Tools(ctx context.Context) ([]abi.ToolDef, error) {
 	if t.tools != nil {
 		return slices.Clone(t.tools), nil
 	}
+	if defs := t.x.m.ToolDefs(); len(defs) > 0 {
+		// Declared in the manifest: the pinned definitions are the
+		// tools, whatever the guest would list at run time.
+		t.tools = defs
+		return slices.Clone(t.tools), nil
+	}
 	out, err := t.call(ctx, &callState{op: abi.OpToolList}, protocol.CodeToolFailed)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"adhost/abi"
+	"adhost/internal/testenv"
+	"adhost/runtime/wasm"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+// TestWasm loads the built module with runtime/wasm and runs the tool the
+// way the engine does: the tools come from the manifest, the output is
+// what the model sees.
+func TestWasm(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("builds and loads a wasm module (not with -short or -race)")
+	}
+	path := testenv.BuildPlugin(t, "plugins/calculate")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close(context.Background())
+	ts, err := x.ToolSet(wasm.InstanceConfig{ID: "calculate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := ts.Tools(t.Context())
+	if err != nil || len(defs) != 1 || defs[0].Name != ToolName || len(defs[0].OutputSchema) == 0 {
+		t.Fatalf("tools: %+v %v", defs, err)
+	}
+	for args, want := range map[string]string{
+		`{"expression":"0.1+0.2"}`:         `{"result":"0.3"}`,
+		`{"expression":"2^9999/2^9998"}`:   `{"result":"2"}`,
+		`{"expression":"(1+2)*3 - 4 / 8"}`: `{"result":"8.5"}`,
+		`{"expression":"1/(3-3)"}`:         `{"error":"division by zero","position":1}`,
+	} {
+		out, err := ts.Invoke(t.Context(), abi.ToolCall{ID: "call_1", Name: ToolName, Arguments: json.RawMessage(args)}, func() {})
+		if err != nil || string(out) != want {
+			t.Errorf("invoke %s: %s %v, want %s", args, out, err, want)
+		}
+	}
+}
