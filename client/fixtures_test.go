@@ -47,6 +47,8 @@ type fixtureCase struct {
 	ApplicationTools     json.RawMessage `json:"applicationTools"`
 	Tools                []string        `json:"tools"`
 	Session              json.RawMessage `json:"session"`
+	SessionCreate        json.RawMessage `json:"sessionCreate"`
+	SessionIdentity      json.RawMessage `json:"sessionIdentity"`
 
 	// versioning.json
 	Headers       map[string]string `json:"headers"`
@@ -105,7 +107,7 @@ func loadFixtures(t *testing.T, name string) fixtureFile {
 // correctly by itself (unnegotiated extension events, extension members of
 // a result that was not asked for, the context progress phase, cased
 // extra fields).
-var extensionPrefixes = []string{"context-", "retrieval-", "ingestion-", "approval-", "executor-", "session-", "job-"}
+var extensionPrefixes = []string{"context-", "retrieval-", "ingestion-", "approval-", "executor-", "job-"}
 
 var handledExtensionCases = map[string]bool{
 	"approval-unnegotiated":                true,
@@ -119,7 +121,7 @@ var handledExtensionCases = map[string]bool{
 }
 
 func isExtensionCase(c *fixtureCase) bool {
-	if c.Operation != "" && c.Operation != "providers" && c.Operation != "protocol" {
+	if c.Operation != "" && c.Operation != "providers" && c.Operation != "protocol" && !strings.HasPrefix(c.Operation, "session-") {
 		return true
 	}
 	for _, p := range extensionPrefixes {
@@ -320,6 +322,22 @@ func runFixture(t *testing.T, base []json.RawMessage, c *fixtureCase) error {
 		}
 		if gotErr == nil && (res == nil || types[len(types)-1] != client.EventRunCompleted) {
 			return errors.New("stream succeeded without run.completed")
+		}
+	case "session-create":
+		var sc client.SessionCreate
+		if err := json.Unmarshal(c.SessionCreate, &sc); err != nil {
+			return err
+		}
+		_, gotErr = cl.CreateSession(ctx, &sc)
+	case "session-read", "session-delete":
+		var id struct{ ID string }
+		if err := json.Unmarshal(c.SessionIdentity, &id); err != nil {
+			return err
+		}
+		if c.Operation == "session-read" {
+			_, gotErr = cl.ReadSession(ctx, id.ID)
+		} else {
+			gotErr = cl.DeleteSession(ctx, id.ID)
 		}
 	default:
 		return fmt.Errorf("operation %q not supported", c.Operation)

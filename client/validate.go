@@ -323,11 +323,12 @@ func validateResult(raw json.RawMessage, req *protocol.RunRequest, runID string)
 	if out, present := m["output"]; present {
 		r.Output = out
 	}
-	// A session can only come back for a run that named one (§17.2
-	// session-stream-unrequested); context members are arrays when present.
-	if _, present := m["session"]; present && req.Session == nil {
-		return nil, fieldError("result.session was not requested")
+	// A session comes back exactly for a run that named one, with its next
+	// revision (client/sessions.go); context members are arrays when present.
+	if err := validateResultSession(m["session"], req); err != nil {
+		return nil, err
 	}
+	r.Session = m["session"]
 	for _, name := range []string{"sources", "artifacts"} {
 		if raw, present := m[name]; present {
 			if _, ok := asArray(raw); !ok {
