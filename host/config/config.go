@@ -12,6 +12,8 @@ type File struct {
 	Providers  []Provider  `toml:"providers"`
 	Tools      []Tools     `toml:"tools"`
 	Tokens     []Token     `toml:"tokens"`
+	// Sessions is [sessions]; nil when the table is absent.
+	Sessions *Sessions `toml:"sessions"`
 
 	// Path is the file the configuration was loaded from (absolute), and
 	// Dir its directory; both empty for Parse without a path.
@@ -19,6 +21,19 @@ type File struct {
 	Dir  string `toml:"-"`
 
 	pos positions
+	// overrides name the command-line flag that set a key (Override), so
+	// that its problems blame the flag, not a line of host.toml.
+	overrides map[string]string
+}
+
+// Override records that the value at key (a key path, "server.listen")
+// came from the command-line flag flag ("--listen"): Validate then reports
+// its problems as "--listen: …".
+func (f *File) Override(key, flag string) {
+	if f.overrides == nil {
+		f.overrides = map[string]string{}
+	}
+	f.overrides[key] = flag
 }
 
 // Server is [server].

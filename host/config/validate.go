@@ -57,6 +57,7 @@ func (f *File) Validate() error {
 	f.validateProviders(p)
 	toolNames := f.validateTools(p)
 	f.validateTokens(p, toolNames)
+	f.validateSessions(p)
 	return p.err()
 }
 
