@@ -25,10 +25,12 @@ import (
 // cliPlugins is `adhost plugins list|verify|inspect|pin`.
 func cliPlugins(ctx context.Context, env *cliEnv, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(env.stderr, "usage: adhost plugins list | verify | inspect FILE.wasm | pin ID@VERSION FILE.wasm [--write]")
-		return cliExitUsage
+		return cliUsageError(env, "plugins", "want a subcommand: list, verify, inspect or pin")
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(env.stdout, cliHelp["plugins"])
+		return cliExitOK
 	case "list":
 		return cliPluginsList(env, args[1:])
 	case "verify":
@@ -38,8 +40,7 @@ func cliPlugins(ctx context.Context, env *cliEnv, args []string) int {
 	case "pin":
 		return cliPluginsPin(env, args[1:])
 	}
-	fmt.Fprintf(env.stderr, "adhost plugins: unknown subcommand %q (list, verify, inspect, pin)\n", args[0])
-	return cliExitUsage
+	return cliUsageError(env, "plugins", "unknown subcommand %q (list, verify, inspect, pin)", args[0])
 }
 
 // cliReadModule reads a module and returns its bytes, its sha256 and its
@@ -75,6 +76,7 @@ func cliReadModule(path string) (b []byte, digest string, m *manifest.Manifest, 
 func cliPluginsList(env *cliEnv, args []string) int {
 	fs := cliFlags(env, "plugins list")
 	cfgPath := fs.String("config", "host.toml", "configuration file")
+	asJSON := fs.Bool("json", false, "print a JSON array of the extensions")
 	if _, code, ok := cliParse(fs, args); !ok {
 		return code
 	}
@@ -87,6 +89,7 @@ func cliPluginsList(env *cliEnv, args []string) int {
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tVERSION\tKIND\tSHA256\tVERIFIED\tQUALIFIED\tCAPABILITIES\tPERMISSIONS")
 	bad := false
+	rows := []cliPluginRow{}
 	for _, e := range cfg.Extensions {
 		kind, caps, perms, verified := "-", "-", "-", "yes"
 		_, digest, m, _, rerr := cliReadModule(e.Module)
@@ -109,8 +112,20 @@ func cliPluginsList(env *cliEnv, args []string) int {
 			perms = cliPerms(m)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Version, kind, cliShort(e.SHA256), verified, qualified.latest(e.SHA256), caps, perms)
+		rows = append(rows, cliPluginRow{ID: e.ID, Version: e.Version, Kind: kind, SHA256: e.SHA256,
+			Verified: verified == "yes", Problem: strings.TrimPrefix(verified, "no: "), Qualified: qualified.latest(e.SHA256),
+			Capabilities: caps, Permissions: perms})
 	}
-	tw.Flush()
+	if *asJSON {
+		for i := range rows {
+			if rows[i].Verified {
+				rows[i].Problem = ""
+			}
+		}
+		cliPrintJSON(env, rows)
+	} else {
+		tw.Flush()
+	}
 	if err != nil {
 		fmt.Fprintln(env.stderr)
 		env.fail("plugins list", err)
@@ -119,6 +134,19 @@ func cliPluginsList(env *cliEnv, args []string) int {
 		return cliExitFail
 	}
 	return cliExitOK
+}
+
+// cliPluginRow is one extension of `plugins list --json`.
+type cliPluginRow struct {
+	ID           string `json:"id"`
+	Version      string `json:"version"`
+	Kind         string `json:"kind"`
+	SHA256       string `json:"sha256"`
+	Verified     bool   `json:"verified"`
+	Problem      string `json:"problem,omitempty"`
+	Qualified    string `json:"qualified"`
+	Capabilities string `json:"capabilities"`
+	Permissions  string `json:"permissions"`
 }
 
 func cliShort(d string) string {
@@ -170,16 +198,35 @@ func cliPluginsVerify(ctx context.Context, env *cliEnv, args []string) int {
 	fs := cliFlags(env, "plugins verify")
 	cfgPath := fs.String("config", "host.toml", "configuration file")
 	data := fs.String("data", "", "store directory holding the compilation cache (overrides store.path)")
-	if _, code, ok := cliParse(fs, args); !ok {
+	pos, code, ok := cliParse(fs, args)
+	if !ok {
 		return code
 	}
 	cfg, err := cliLoadConfig(*cfgPath, "", *data)
 	if err != nil {
 		return env.fail("plugins verify", err)
 	}
+	// Only the extensions named, "ID" or "ID@VERSION"; a name that matches
+	// no pin is an error, never a silent "ok".
+	exts := cfg.Extensions
+	if len(pos) > 0 {
+		exts = nil
+		for _, want := range pos {
+			n := 0
+			for _, e := range cfg.Extensions {
+				if e.Ref() == want || e.ID == want {
+					exts = append(exts, e)
+					n++
+				}
+			}
+			if n == 0 {
+				return env.failf("plugins verify", "%q is not a pinned extension of %s", want, *cfgPath)
+			}
+		}
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	failed := false
-	for _, e := range cfg.Extensions {
+	for _, e := range exts {
 		x, err := cliLoadExtension(ctx, e, filepath.Join(cfg.Store.Path, "wasm-cache"), log)
 		if err != nil {
 			env.fail("plugins verify", err)

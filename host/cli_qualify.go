@@ -45,18 +45,18 @@ func cliQualify(ctx context.Context, env *cliEnv, args []string) int {
 	if !ok {
 		return code
 	}
-	usage := func() int {
-		fmt.Fprintln(env.stderr, "usage: adhost qualify --extension ID@VERSION [--simulate] [--model M] | --provider P --model M [--simulate | --live] [--out DIR] [--config host.toml]")
-		return cliExitUsage
-	}
 	switch {
-	case len(pos) != 0, *simulate && *live, (*extRef == "") == (*providerID == ""):
-		return usage()
+	case len(pos) != 0:
+		return cliUsageError(env, "qualify", "unexpected argument %q", pos[0])
+	case *simulate && *live:
+		return cliUsageError(env, "qualify", "--simulate and --live exclude each other")
+	case (*extRef == "") == (*providerID == ""):
+		return cliUsageError(env, "qualify", "want exactly one of --extension ID@VERSION and --provider P")
 	case *extRef != "" && *live:
 		fmt.Fprintln(env.stderr, "adhost qualify: --live needs a configured provider instance (--provider P): its settings and credentials")
 		return cliExitUsage
 	case *providerID != "" && *model == "":
-		return usage()
+		return cliUsageError(env, "qualify", "--provider needs --model")
 	}
 	cfg, err := cliLoadConfig(*cfgPath, "", "")
 	if err != nil {

@@ -41,9 +41,9 @@ Calls a running host (wire-core POST /v1/runs) and prints the run:
 A failed run prints "adhost run: CODE: message" on stderr and exits 1; a host
 that cannot be reached is named with its URL. Ctrl-C cancels the run (the
 host sees the disconnect), prints "interrupted" and exits 130; a second
-Ctrl-C ends the command at once.
+Ctrl-C ends the command at once.`
 
-Flags:`
+func init() { cliHelp["run"] = cliRunUsage }
 
 // cliRun is `adhost run --provider P --model M [--stream] [--json]
 // [--schema FILE] "input"`: a client of a running host (cliRunUsage says
@@ -60,17 +60,17 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (default: $ADHOST_TOKEN, then the config's first file token)")
 	var tools cliStrings
 	fs.Var(&tools, "tool", "host tool to expose (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), cliRunUsage)
-		fs.PrintDefaults()
-	}
 	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
 	}
-	if *provider == "" || *model == "" || len(pos) != 1 {
-		fmt.Fprintln(env.stderr, strings.SplitN(cliRunUsage, "\n", 2)[0])
-		return cliExitUsage
+	switch {
+	case *provider == "":
+		return cliUsageError(env, "run", "--provider is required")
+	case *model == "":
+		return cliUsageError(env, "run", "--model is required")
+	case len(pos) != 1:
+		return cliUsageError(env, "run", "want exactly one input argument, got %d", len(pos))
 	}
 	input := pos[0]
 	if input == "-" {

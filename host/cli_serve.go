@@ -73,9 +73,18 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		scheme = "https"
 	}
+	sessTurns, sessFeatures, closeSessions, err := cliSessions(ctx, cfg, h, log)
+	if err != nil {
+		return env.fail("serve", err)
+	}
+	defer closeSessions()
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
-		return env.failf("serve", "server.listen: %v", err)
+		key := "server.listen"
+		if *listen != "" {
+			key = "--listen"
+		}
+		return env.failf("serve", "%s: %v", key, err)
 	}
 	srv := NewServer(ServerOptions{
 		Engine:         h.engine,
@@ -116,6 +125,7 @@ func cliLoadConfig(path, listen, data string) (*config.File, error) {
 	}
 	if listen != "" {
 		cfg.Server.Listen = listen
+		cfg.Override("server.listen", "--listen")
 	}
 	if data != "" {
 		abs, aerr := filepath.Abs(data)
@@ -123,6 +133,7 @@ func cliLoadConfig(path, listen, data string) (*config.File, error) {
 			return nil, aerr
 		}
 		cfg.Store.Path = abs
+		cfg.Override("store.path", "--data")
 	}
 	return cfg, cfg.Validate()
 }

@@ -194,7 +194,7 @@ func cliCheckStore(dir string) error {
 	if err == nil {
 		return s.Close()
 	}
-	if strings.Contains(err.Error(), "lock") {
+	if errors.Is(err, store.ErrInUse) {
 		return nil // held by a running host
 	}
 	return err

@@ -59,7 +59,7 @@ func cliTestModule(t *testing.T, dir, manifestTOML string) (string, string) {
 }
 
 func TestCLIUsage(t *testing.T) {
-	if code, _, stderr := cliTestRun(t); code != cliExitUsage || !strings.Contains(stderr, "usage: adhost") {
+	if code, _, stderr := cliTestRun(t); code != cliExitUsage || !strings.Contains(stderr, "adhost --help") {
 		t.Errorf("no args: code %d, stderr %q", code, stderr)
 	}
 	if code, _, stderr := cliTestRun(t, "frobnicate"); code != cliExitUsage || !strings.Contains(stderr, `unknown command "frobnicate"`) {
@@ -77,7 +77,7 @@ func TestCLIUsage(t *testing.T) {
 }
 
 func TestCLIQualifyArguments(t *testing.T) {
-	if code, _, stderr := cliTestRun(t, "qualify"); code != cliExitUsage || !strings.Contains(stderr, "usage: adhost qualify") {
+	if code, _, stderr := cliTestRun(t, "qualify"); code != cliExitUsage || !strings.Contains(stderr, "--extension ID@VERSION") {
 		t.Errorf("no flags: code %d, stderr %q", code, stderr)
 	}
 	cfg, _, _ := cliTestConfig(t)

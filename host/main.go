@@ -53,6 +53,9 @@ func init() {
 		{"qualify", "run the provider conformance scenarios and write a qualification report", cliQualify},
 		{"status", "status of a running host", cliStatus},
 		{"doctor", "check a configuration: ports, TLS files, secrets, extensions, store", cliDoctor},
+		{"validate", "check the configuration file only, every problem with its line", cliValidate},
+		{"version", "print the adhost, Go, wazero and ABI versions", cliVersion},
+		{"completion", "print a bash or zsh completion script", cliCompletion},
 	}
 }
 
@@ -62,21 +65,26 @@ func init() {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	env := &cliEnv{stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		cliUsage(stderr)
+		fmt.Fprintln(stderr, "adhost: no command (see 'adhost --help')")
 		return cliExitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			// "adhost help run" is "adhost run --help".
+			return Main(ctx, append(args[1:], "--help"), stdout, stderr)
+		}
 		cliUsage(stdout)
 		return cliExitOK
+	case "--version", "-version":
+		return cliVersion(ctx, env, args[1:])
 	}
 	for _, c := range cliCommands {
 		if c.name == args[0] {
 			return c.run(ctx, env, args[1:])
 		}
 	}
-	fmt.Fprintf(stderr, "adhost: unknown command %q\n", args[0])
-	cliUsage(stderr)
+	fmt.Fprintf(stderr, "adhost: unknown command %q (see 'adhost --help')\n", args[0])
 	return cliExitUsage
 }
 
@@ -84,30 +92,82 @@ func cliUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: adhost COMMAND [flags]")
 	fmt.Fprintln(w)
 	for _, c := range cliCommands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Every command that reads the configuration takes --config FILE (default host.toml).")
+	fmt.Fprintln(w, "'adhost COMMAND --help' (or 'adhost help COMMAND') describes a command and its flags.")
 }
 
-// cliFlags returns a flag set that reports errors on stderr without
-// exiting, and accepts flags after positional arguments too.
+// cliFlags returns a flag set for the command "adhost NAME" that prints
+// nothing by itself: cliParse reports help (stdout, exit 0) and flag
+// errors (one line on stderr, exit 2) the same way for every command. The
+// synopsis and description of the help come from cliHelp[NAME].
 func cliFlags(env *cliEnv, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("adhost "+name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs.SetOutput(cliSilent{env})
+	fs.Usage = func() {}
 	return fs
+}
+
+// cliSilent is the output of a flag set made by cliFlags: it discards what
+// the flag package would print (cliParse words the errors itself) and
+// carries the command's streams to cliParse.
+type cliSilent struct{ env *cliEnv }
+
+func (cliSilent) Write(p []byte) (int, error) { return len(p), nil }
+
+// cliHelp is the help text of each command and subcommand: the synopsis
+// line (with its positional arguments), then what it does. Flags are
+// listed after it from the flag set. A command without an entry gets its
+// summary from cliCommands.
+var cliHelp = map[string]string{}
+
+// cliPrintHelp writes the help of fs's command to w.
+func cliPrintHelp(w io.Writer, fs *flag.FlagSet) {
+	name := strings.TrimPrefix(fs.Name(), "adhost ")
+	text, ok := cliHelp[name]
+	if !ok {
+		text = "usage: " + fs.Name() + " [flags]"
+		for _, c := range cliCommands {
+			if c.name == name {
+				text += "\n\n" + c.summary
+			}
+		}
+	}
+	fmt.Fprintln(w, strings.TrimRight(text, "\n"))
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		out := fs.Output()
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(out)
+	}
+}
+
+// cliUsageError reports a bad command line: one line on stderr saying what
+// was wrong and where to find the help, exit 2.
+func cliUsageError(env *cliEnv, cmd, format string, args ...any) int {
+	fmt.Fprintf(env.stderr, "adhost %s: %s (see 'adhost %s --help')\n", cmd, fmt.Sprintf(format, args...), cmd)
+	return cliExitUsage
 }
 
 // cliParse parses args allowing flags and positional arguments in any
 // order ("pin ID FILE --write"). It returns the positional arguments, or
-// ok=false after printing the problem (help: exit 0).
+// ok=false after answering: -h/--help prints the command's help on stdout
+// (exit 0), a flag error one line on stderr naming the flag (exit 2).
 func cliParse(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	env := fs.Output().(cliSilent).env
+	cmd := strings.TrimPrefix(fs.Name(), "adhost ")
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				cliPrintHelp(env.stdout, fs)
 				return nil, cliExitOK, false
 			}
-			return nil, cliExitUsage, false
+			return nil, cliUsageError(env, cmd, "%v", err), false
 		}
 		args = fs.Args()
 		if len(args) == 0 {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,18 +100,27 @@ func Open(dir string, opts Options) (*Store, error) {
 		if dir == "" {
 			return nil, errors.New("store: no directory")
 		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
+		if _, err := prepareDir(dir); err != nil {
+			return nil, err
+		}
+		if err := inUse(dir); err != nil {
+			return nil, err
 		}
 	}
 	db, err := badger.Open(bo)
 	if err != nil {
+		if !opts.InMemory {
+			// Another process may have taken the directory since inUse.
+			if e := inUse(dir); e != nil {
+				return nil, e
+			}
+		}
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: log, stop: make(chan struct{}),
 		ops: make(chan *dop, opBatchMax), maxValue: maxValue, threshold: bo.ValueThreshold,
 		opBudget: db.MaxBatchSize() - 64, opCount: db.MaxBatchCount() - 1}
-	if err := s.initLayout(); err != nil {
+	if err := s.initLayout(dir); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -134,11 +142,20 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 // initLayout records the key layout on first open and refuses a database
-// written with a layout this build does not know.
-func (s *Store) initLayout() error {
+// written with a layout this build does not know, and one with keys but
+// no layout: another application's Badger database, which adhost must
+// not write into.
+func (s *Store) initLayout(dir string) error {
 	return s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get([]byte(layoutKey))
 		if errors.Is(err, badger.ErrKeyNotFound) {
+			it := txn.NewIterator(badger.IteratorOptions{})
+			it.Rewind()
+			foreign := it.Valid()
+			it.Close()
+			if foreign {
+				return refuse(ErrForeign, "%s holds a Badger database without adhost's layout key: not an adhost store", dir)
+			}
 			return txn.Set([]byte(layoutKey), []byte(layoutVersion))
 		}
 		if err != nil {
@@ -146,7 +163,7 @@ func (s *Store) initLayout() error {
 		}
 		return item.Value(func(v []byte) error {
 			if string(v) != layoutVersion {
-				return fmt.Errorf("store: unsupported layout %q (this build knows %q)", v, layoutVersion)
+				return fmt.Errorf("store: data directory %s: unsupported layout %q (this build knows %q)", dir, v, layoutVersion)
 			}
 			return nil
 		})

@@ -140,15 +140,6 @@ func TestQualification(t *testing.T) {
 	}
 }
 
-func TestOpenLockedDir(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir)
-	defer s.Close()
-	if s2, err := store.Open(dir, store.Options{}); err == nil {
-		s2.Close()
-		t.Fatal("second Open of the same directory succeeded")
-	}
-}
 
 func TestOpenCreatesPrivateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "data")

@@ -146,6 +146,10 @@ type problems struct {
 
 func (p *problems) add(path, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	if flag, ok := p.f.overrides[path]; ok {
+		p.errs = append(p.errs, fmt.Errorf("%s: %s", flag, msg))
+		return
+	}
 	p.errs = append(p.errs, fmt.Errorf("%s: %s: %s", p.f.where(p.name, p.f.pos.line(path)), path, msg))
 }
 
