@@ -73,11 +73,6 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		scheme = "https"
 	}
-	sessTurns, sessFeatures, closeSessions, err := cliSessions(ctx, cfg, h, log)
-	if err != nil {
-		return env.fail("serve", err)
-	}
-	defer closeSessions()
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		key := "server.listen"
