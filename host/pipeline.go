@@ -303,6 +303,10 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 	if acceptsEventStream(r.Header["Accept"]) {
 		mode = runtime.ModeStream
 	}
+	if req.IdempotencyKey != nil && s.idem != nil {
+		s.serveKeyedRun(w, r, p, req, mode)
+		return
+	}
 	s.startRun(w, r, p, req, mode, runtime.StartOptions{})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"adhost/runtime"
+	"adhost/runtime/idempotency"
 )
 
 // Ingress timers (wire-core §1.4). They bound receiving a request, never
@@ -62,6 +63,10 @@ type ServerOptions struct {
 	Features []string
 	// Sessions serves runs carrying `session`; nil: sessions are off.
 	Sessions SessionTurns
+	// Idempotency claims and replays runs carrying idempotencyKey; nil:
+	// keys are IDEMPOTENCY_UNAVAILABLE. Set it exactly when the engine
+	// has Options.IdempotencyKeys.
+	Idempotency *idempotency.Keys
 }
 
 // Host states (wire-core §1.2 step 2).
@@ -85,6 +90,7 @@ type Server struct {
 	// extraFeatures are ServerOptions.Features.
 	extraFeatures []string
 	sessions      SessionTurns
+	idem          *idempotency.Keys
 
 	state atomic.Int32
 	tls   atomic.Bool
@@ -110,6 +116,7 @@ func NewServer(opts ServerOptions) *Server {
 
 		extraFeatures: opts.Features,
 		sessions:      opts.Sessions,
+		idem:          opts.Idempotency,
 	}
 	for _, o := range opts.AllowedOrigins {
 		s.origins[o] = true

@@ -325,6 +325,23 @@ func (e *Engine) Validate(p *Principal, req *protocol.RunRequest) error {
 	return authorize(p, req)
 }
 
+// Admissible answers as admission would for a new run of subject — BUSY
+// when every run slot or the subject's share is taken (this engine has no
+// waiting queue, so never QUEUE_FULL), HOST_SHUTTING_DOWN once shutdown
+// began — without taking a slot. An idempotent replay runs nothing, yet
+// answers as its run would (wire-core §15.2).
+func (e *Engine) Admissible(subject string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shutting {
+		return protocol.New(protocol.CodeHostShuttingDown)
+	}
+	if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
+		return protocol.New(protocol.CodeBusy)
+	}
+	return nil
+}
+
 // dispatch runs r on an idle run goroutine, or on a new one when none is
 // idle. Run goroutines are reused because a provider turn runs on them: a
 // fresh goroutine grows its stack (copying it) on every run — measured at

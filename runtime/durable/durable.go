@@ -48,6 +48,9 @@ var (
 	ErrFenced = errors.New("durable: lease fenced")
 	// ErrTooLarge: a value or record exceeds the backend's bound.
 	ErrTooLarge = errors.New("durable: value too large")
+	// ErrFull: the backend has no room left (a capacity bound or its
+	// disk); nothing was written. Features answer their "store full" code.
+	ErrFull = errors.New("durable: store full")
 	// ErrClosed: the store is closed.
 	ErrClosed = errors.New("durable: store closed")
 )

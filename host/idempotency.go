@@ -1,0 +1,110 @@
+package host
+
+import (
+	"net/http"
+
+	"adhost/runtime"
+	"adhost/runtime/idempotency"
+	"adhost/runtime/protocol"
+)
+
+// serveKeyedRun is POST /v1/runs for a request carrying idempotencyKey on
+// a host with an operation store (wire-core §15, wire-extensions §8), from
+// step 13 on. The order is the spec's:
+//
+//  1. Validation and provider/tool authorization (Engine.Validate), before
+//     the key is looked at: a request the host refuses claims nothing. A
+//     session turn is validated without its `session` member, which the
+//     sessions step checks (on a replay: SessionTurns.CheckReplay).
+//  2. The key (idempotency.Keys.Begin): a conflict or a run still going in
+//     this process answers at once; a new key is claimed, committed,
+//     before the engine starts anything.
+//  3. A new key runs as any run does (startRun, with the claim as event
+//     log and completion hook); a run refused before run.started (BUSY
+//     among others) gives its key back.
+//  4. A replay first passes what its run would have to pass now: the
+//     session's replay check and synchronous admission. Synchronous
+//     admission on this host is the engine's run-slot check
+//     (Engine.Admissible): BUSY when every slot or the subject's share is
+//     taken; there is no waiting queue, so QUEUE_FULL does not occur, and
+//     the extensions' instance reservations are not asked because a replay
+//     calls no extension. The replay then takes no slot, calls no
+//     provider or tool and creates no usage record: it writes the record.
+func (s *Server) serveKeyedRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal, req *protocol.RunRequest, mode runtime.Mode) {
+	vreq := req
+	if len(req.Session) > 0 && s.sessions != nil {
+		c := *req
+		c.Session = nil
+		vreq = &c
+	}
+	if err := s.engine.Validate(p, vreq); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	claim, replay, err := s.idem.Begin(r.Context(), p.Subject, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if claim != nil {
+		// Deferred: a stream handler may end by aborting the connection.
+		defer claim.Finish()
+		s.startRun(w, r, p, req, mode, runtime.StartOptions{Log: claim, Complete: claim.Complete})
+		return
+	}
+	if len(req.Session) > 0 {
+		if err := s.sessions.CheckReplay(r.Context(), p, req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if err := s.engine.Admissible(p.Subject); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.streams.add()
+	defer s.streams.done()
+	s.writeReplay(w, r, replay, mode)
+}
+
+// writeReplay sends a recorded outcome: in JSON mode the stored result or
+// the stored error with its status; as an event stream the compact log,
+// framed as a live run's events are (appendFrame), in one flush. The
+// stored event JSON is written as it was recorded, only its sequence
+// renumbered.
+func (s *Server) writeReplay(w http.ResponseWriter, r *http.Request, rp *idempotency.Replay, mode runtime.Mode) {
+	if mode == runtime.ModeJSON {
+		if rp.Err != nil {
+			s.writeError(w, r, rp.Err)
+			return
+		}
+		s.writeJSON(w, http.StatusOK, rp.Result)
+		return
+	}
+	size := 0
+	for _, ev := range rp.Events {
+		if err := checkFrame(ev); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		size += frameLineBytes(ev) + 8
+	}
+	h := w.Header()
+	h["Content-Type"] = valEventStream
+	h["X-Accel-Buffering"] = valNo
+	w.WriteHeader(http.StatusOK)
+	buf := make([]byte, 0, min(size, batchBytes+MaxFrameBytes))
+	for _, ev := range rp.Events {
+		buf = appendFrame(buf, ev)
+		if len(buf) >= batchBytes {
+			if _, err := w.Write(buf); err != nil {
+				return // the client is gone; nothing runs that it could stop
+			}
+			buf = buf[:0]
+		}
+	}
+	if _, err := w.Write(buf); err != nil {
+		return
+	}
+	_ = http.NewResponseController(w).Flush()
+}
