@@ -15,6 +15,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"adhost/runtime"
+	"adhost/runtime/durable"
 )
 
 // ErrNotFound is returned when a looked-up item does not exist.
@@ -58,6 +59,7 @@ type Store struct {
 	maxValue  int
 	threshold int64
 	clock     func() time.Time // leases; nil: time.Now
+	inMemory  bool
 }
 
 // usageEntry is a usage record and its key, computed by RecordUsage so
@@ -118,7 +120,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: log, stop: make(chan struct{}),
-		ops: make(chan *dop, opBatchMax), maxValue: maxValue, threshold: bo.ValueThreshold,
+		ops: make(chan *dop, opBatchMax), maxValue: maxValue, threshold: bo.ValueThreshold, inMemory: opts.InMemory,
 		opBudget: db.MaxBatchSize() - 64, opCount: db.MaxBatchCount() - 1}
 	if err := s.initLayout(dir); err != nil {
 		db.Close()
@@ -178,17 +180,53 @@ func (s *Store) gcLoop(interval time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			// Rewrite value-log files while at least half of one is garbage;
-			// ErrNoRewrite ends the pass.
-			for s.db.RunValueLogGC(0.5) == nil {
-				select {
-				case <-s.stop:
-					return
-				default:
-				}
+			if _, err := s.collect(gcRatio); err != nil {
+				s.log.Warn("store: value-log GC", "error", err)
 			}
 		}
 	}
+}
+
+// gcRatio: a value-log file is rewritten when at least half of it is
+// garbage (overwritten or deleted values).
+const gcRatio = 0.5
+
+// collect rewrites value-log files while one holds at least ratio garbage,
+// and returns how many it rewrote. It stops early when the store closes.
+func (s *Store) collect(ratio float64) (int, error) {
+	for n := 0; ; n++ {
+		select {
+		case <-s.stop:
+			return n, nil
+		default:
+		}
+		switch err := s.db.RunValueLogGC(ratio); {
+		case err == nil:
+		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected):
+			return n, nil // nothing (more) to rewrite, or a pass already running
+		default:
+			return n, err
+		}
+	}
+}
+
+// CollectGarbage runs the value-log GC now rather than at the next
+// interval (tests and benchmarks that measure the store's size): it
+// rewrites files while at least ratio of one is garbage (0 < ratio < 1)
+// and returns how many it rewrote.
+func (s *Store) CollectGarbage(ctx context.Context, ratio float64) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.dmu.RLock()
+	defer s.dmu.RUnlock()
+	if s.dclosed {
+		return 0, durable.ErrClosed
+	}
+	if s.inMemory {
+		return 0, nil
+	}
+	return s.collect(ratio)
 }
 
 // Close writes the queued usage records, commits the durable operations
