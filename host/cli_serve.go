@@ -73,6 +73,11 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		scheme = "https"
 	}
+	sessTurns, sessFeatures, closeSessions, err := cliSessions(ctx, cfg, h, log)
+	if err != nil {
+		return env.fail("serve", err)
+	}
+	defer closeSessions()
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		key := "server.listen"
@@ -89,6 +94,8 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		TLS:            tlsCfg != nil,
 		Logger:         log,
 		Status:         extensionStatus(h.extOrder),
+		Sessions:       sessTurns,
+		Features:       sessFeatures,
 	})
 	srv.SetReady()
 	// Tests and scripts read this line to learn the address (--listen :0).

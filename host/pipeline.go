@@ -116,6 +116,9 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/providers?refresh=true", s.serveProvidersRefresh},
 		{http.MethodPost, "/v1/runs", s.serveRun},
 		{http.MethodGet, StatusPath, s.serveStatus},
+		{http.MethodPost, "/v1/sessions/create", s.sessionRoute(sessionCreate)},
+		{http.MethodPost, "/v1/sessions/read", s.sessionRoute(sessionRead)},
+		{http.MethodPost, "/v1/sessions/delete", s.sessionRoute(sessionDelete)},
 	}
 }
 
@@ -153,6 +156,9 @@ func newRouter(routes []route, notFound http.Handler) *mux.Router {
 	rt.NotFoundHandler = notFound
 	rt.MethodNotAllowedHandler = notFound
 	for _, e := range routes {
+		if e.serve == nil {
+			continue // a feature that is off: its path stays unknown
+		}
 		if !strings.HasPrefix(e.target, "/") {
 			panic(fmt.Sprintf("host: route %s %q: not an origin-form target", e.method, e.target))
 		}
@@ -281,6 +287,11 @@ func (s *Server) readPOST(w http.ResponseWriter, r *http.Request) (body []byte, 
 	return body, true
 }
 
+// runDecoding accepts the extension members this host implements. With
+// sessions off, `session` still decodes and the engine answers
+// SESSIONS_UNAVAILABLE, as wire-core §3.3 check 1 says.
+var runDecoding = protocol.DecodeOptions{Session: true}
+
 // serveRun is POST /v1/runs from step 9 on.
 func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
 	body, ok := s.readPOST(w, r)
@@ -294,7 +305,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 
 	// 12–13. UTF-8 (the decoder checks it before anything else) and strict
 	// decoding; the engine does the semantic checks.
-	req, err := protocol.DecodeRunRequest(body)
+	req, err := runDecoding.Decode(body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -19,9 +19,10 @@ type SessionTurns interface {
 	// returns the request the engine runs — the session's history and
 	// instructions in, the `session` field out — and the StartOptions that
 	// carry the turn (native state in, the commit in Complete, an event
-	// observer in Log). If the run then does not start, abort must be
-	// called, once, to give the turn back.
-	Begin(ctx context.Context, p *runtime.Principal, req *protocol.RunRequest) (run *protocol.RunRequest, opts runtime.StartOptions, abort func(), err error)
+	// observer in Log). started must be called once after StartWith: with
+	// the run (a delete cancels it), or with nil when the run did not
+	// start, which gives the turn back.
+	Begin(ctx context.Context, p *runtime.Principal, req *protocol.RunRequest) (run *protocol.RunRequest, opts runtime.StartOptions, started func(*runtime.Run), err error)
 	// CheckReplay is the session part of an idempotent replay (§3.5): the
 	// current `continue` grant, access and provider/model match are
 	// checked; the revision is not, and nothing changes.
@@ -37,19 +38,19 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 	// run's terminal event.
 	s.streams.add()
 	defer s.streams.done()
-	opts, abort := extra, func() {}
+	opts, started := extra, func(*runtime.Run) {}
 	if len(req.Session) > 0 && s.sessions != nil {
-		sreq, sopts, sabort, err := s.sessions.Begin(r.Context(), p, req)
+		sreq, sopts, sstarted, err := s.sessions.Begin(r.Context(), p, req)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		req, opts, abort = sreq, joinStartOptions(sopts, extra), sabort
+		req, opts, started = sreq, joinStartOptions(sopts, extra), sstarted
 	}
 	// 13–16. Validation, shutdown re-check, authorization, admission.
 	run, err := s.engine.StartWith(r.Context(), p, req, mode, opts)
+	started(run) // nil when it did not start
 	if err != nil {
-		abort()
 		s.writeError(w, r, err)
 		return
 	}

@@ -357,3 +357,30 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestBeginContextUnsupported: check 1 of §3.2 for context inputs, which
+// this host's decoder otherwise refuses before a session is looked at.
+func TestBeginContextUnsupported(t *testing.T) {
+	e := newEnv(t, nil)
+	m := e.open(t)
+	s := create(t, m, e.p, `{"provider":"p","model":"m","mode":"history"}`)
+	ref := json.RawMessage(`{"id":"` + s.Session.ID + `","revision":0}`)
+	for _, req := range []*protocol.RunRequest{
+		{Provider: "p", Model: "m", Input: "x", Session: ref, Attachments: json.RawMessage(`[{"x":1}]`)},
+		{Provider: "p", Model: "m", Input: "x", Session: ref, Retrieval: json.RawMessage(`{}`)},
+	} {
+		if _, _, _, err := m.Begin(context.Background(), e.p, req); protocol.CodeOf(err) != protocol.CodeSessionContextUnsupported {
+			t.Errorf("%+v: %v", req, err)
+		}
+	}
+	// An empty attachment list is no context.
+	req := &protocol.RunRequest{Provider: "p", Model: "m", Input: "x", Session: ref, Attachments: json.RawMessage(`[ ]`)}
+	_, _, started, err := m.Begin(context.Background(), e.p, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(nil) // not started: the turn is given back
+	if got, err := read(t, m, s.Session.ID); err != nil || got.Session.State != StateReady {
+		t.Fatalf("after giving the turn back: %+v %v", got.Session, err)
+	}
+}
