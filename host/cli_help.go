@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime/debug"
 	goruntime "runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 

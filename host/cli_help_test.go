@@ -157,3 +157,41 @@ func TestCLIPluginsListJSON(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 }
+
+// TestCLIStatus: with the right token the status is complete and exits 0
+// (text and --json); a refused token, no token at all, or no host each
+// exit 1 and say which.
+func TestCLIStatus(t *testing.T) {
+	env := newEnv(t, envOptions{})
+	tokFile := func(v string) string {
+		p := filepath.Join(t.TempDir(), "t.token")
+		os.WriteFile(p, []byte(v+"\n"), 0o600)
+		return p
+	}
+	noConfig := filepath.Join(t.TempDir(), "none.toml")
+	t.Setenv("ADHOST_TOKEN", "")
+	base := []string{"status", "--config", noConfig, "--url", env.ts.URL}
+
+	code, stdout, stderr := cliTestRun(t, append(base, "--token-file", tokFile(testToken))...)
+	if code != cliExitOK || !strings.Contains(stdout, "features json-results") || !strings.Contains(stdout, "runs     running=0") {
+		t.Fatalf("good token: %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, _ = cliTestRun(t, append(base, "--token-file", tokFile(testToken), "--json")...)
+	var rep cliStatusReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != cliExitOK || rep.Health != 200 || rep.Host == nil || len(rep.Features) == 0 || rep.Error != nil {
+		t.Fatalf("--json: %d %q %v", code, stdout, err)
+	}
+
+	code, _, stderr = cliTestRun(t, append(base, "--token-file", tokFile(strings.Repeat("x", 40)))...)
+	if code != cliExitFail || !strings.Contains(stderr, "adhost status: UNAUTHORIZED: the host refused the token") {
+		t.Fatalf("refused token: %d %q", code, stderr)
+	}
+	code, stdout, stderr = cliTestRun(t, base...)
+	if code != cliExitFail || !strings.Contains(stdout, "health   200") || !strings.Contains(stderr, "adhost status: NO_TOKEN:") {
+		t.Fatalf("no token: %d %q %q", code, stdout, stderr)
+	}
+	code, stdout, _ = cliTestRun(t, "status", "--config", noConfig, "--url", "http://127.0.0.1:1", "--json")
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != cliExitFail || rep.Error == nil || rep.Error.Code != "UNREACHABLE" {
+		t.Fatalf("unreachable: %d %q", code, stdout)
+	}
+}

@@ -50,6 +50,7 @@ func (c *Call) Send(req *Request, body []byte) (*Response, error) {
 // start runs http_start with meta and reads the head. lazy keeps the head
 // JSON for Response.Get instead of decoding the headers into a map.
 func (c *Call) start(meta, body []byte, lazy bool) (*Response, error) {
+	httpRead, httpClose = Host.HTTPRead, Host.HTTPClose
 	h := c.h.HTTPStart(meta, body)
 	if h < 0 {
 		return nil, &HTTPError{Errno: abi.Errno(h)}
@@ -166,6 +167,18 @@ func (r *Response) Get(name string) string {
 	return lookupHeader(r.head, name)
 }
 
+// httpRead and httpClose are Host.HTTPRead and Host.HTTPClose, set by
+// start: the only way to a Response. Read and Close match io.Reader and
+// io.Closer, so the linker keeps them in every module that reads or
+// closes through those interfaces anywhere (a JSON decoder, a library's
+// file loader); calling the host through these variables keeps the
+// http_* imports out of a module that never starts a request, which the
+// host refuses without a [network] grant.
+var (
+	httpRead  func(Host, int32, []byte) int64
+	httpClose func(Host, int32)
+)
+
 // maxEventFrame bounds the buffer NextEvent grows to; the host caps one
 // response's event data at abi.MaxStreamBytes.
 const maxEventFrame = abi.MaxStreamBytes + 64<<10
@@ -182,7 +195,7 @@ func (r *Response) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	v := r.c.h.HTTPRead(r.handle, p)
+	v := httpRead(r.c.h, r.handle, p)
 	if v < 0 {
 		return 0, &HTTPError{Errno: abi.Errno(v)}
 	}
@@ -268,7 +281,7 @@ func (r *Response) Close() error {
 		return nil
 	}
 	r.closed = true
-	r.c.h.HTTPClose(r.handle)
+	httpClose(r.c.h, r.handle)
 	if r.evp != nil {
 		// name and data of the last event are invalid from here on.
 		keepBuf(&eventBuf, r.evp, r.ev)
