@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -174,6 +176,11 @@ func (s *Store) commitBatch(batch []*dop) {
 func commitError(err error) error {
 	if errors.Is(err, badger.ErrTxnTooBig) {
 		return fmt.Errorf("store: commit: %w (%v)", durable.ErrTooLarge, err)
+	}
+	// Badger formats the errors of its files with %v, so a full disk is
+	// known by its text.
+	if errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
+		return fmt.Errorf("store: commit: %w (%v)", durable.ErrFull, err)
 	}
 	return fmt.Errorf("store: commit: %w", err)
 }

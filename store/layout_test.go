@@ -1,10 +1,15 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"adhost/runtime/durable"
 )
 
 func TestOpenRejectsUnknownLayout(t *testing.T) {
@@ -22,5 +27,21 @@ func TestOpenRejectsUnknownLayout(t *testing.T) {
 			s.Close()
 		}
 		t.Fatalf("Open = %v, want unsupported layout", err)
+	}
+}
+
+// A full disk reaches the features as durable.ErrFull, a transaction past
+// Badger's limit as durable.ErrTooLarge, whatever Badger's wording around
+// them.
+func TestCommitErrorKinds(t *testing.T) {
+	full := fmt.Errorf("While opening memtable: %v", syscall.ENOSPC) // Badger flattens with %v
+	if err := commitError(full); !errors.Is(err, durable.ErrFull) {
+		t.Errorf("ENOSPC: %v", err)
+	}
+	if err := commitError(badger.ErrTxnTooBig); !errors.Is(err, durable.ErrTooLarge) {
+		t.Errorf("ErrTxnTooBig: %v", err)
+	}
+	if err := commitError(errors.New("disk on fire")); errors.Is(err, durable.ErrFull) || errors.Is(err, durable.ErrTooLarge) {
+		t.Errorf("other: %v", err)
 	}
 }

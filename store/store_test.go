@@ -140,7 +140,6 @@ func TestQualification(t *testing.T) {
 	}
 }
 
-
 func TestOpenCreatesPrivateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "data")
 	s := open(t, dir)
