@@ -41,7 +41,11 @@ Calls a running host (wire-core POST /v1/runs) and prints the run:
 A failed run prints "adhost run: CODE: message" on stderr and exits 1; a host
 that cannot be reached is named with its URL. Ctrl-C cancels the run (the
 host sees the disconnect), prints "interrupted" and exits 130; a second
-Ctrl-C ends the command at once.`
+Ctrl-C ends the command at once.
+
+--session ID continues a conversation session (adhost sessions create): the
+turn goes to the session's current revision, with its provider and model
+unless given; each call is one turn.`
 
 func init() { cliHelp["run"] = cliRunUsage }
 
@@ -60,14 +64,15 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (default: $ADHOST_TOKEN, then the config's first file token)")
 	var tools cliStrings
 	fs.Var(&tools, "tool", "host tool to expose (repeatable)")
+	session := fs.String("session", "", "continue this conversation session (provider and model default to its own)")
 	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
 	}
 	switch {
-	case *provider == "":
+	case *provider == "" && *session == "":
 		return cliUsageError(env, "run", "--provider is required")
-	case *model == "":
+	case *model == "" && *session == "":
 		return cliUsageError(env, "run", "--model is required")
 	case len(pos) != 1:
 		return cliUsageError(env, "run", "want exactly one input argument, got %d", len(pos))
@@ -102,6 +107,11 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	ctx, caught, stop := cliInterruptContext(ctx)
 	defer stop()
+	if *session != "" {
+		if err := cliRunSession(ctx, c, *session, req); err != nil {
+			return cliRunFailedAt(env, url, err)
+		}
+	}
 
 	// Text goes where the result does not: stdout by default, stderr
 	// under --json so that stdout holds nothing but the JSON.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"adhost/client"
@@ -40,45 +41,62 @@ func cliSessions(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Lo
 	return m, []string{"conversation-sessions"}, m.Close, nil
 }
 
-const cliSessionsUsage = `usage: adhost sessions create --provider P --model M [--mode history|native] [--instructions TEXT]
-       adhost sessions read ID
-       adhost sessions delete ID
+func init() {
+	cliHelp["sessions"] = `usage: adhost sessions create|read|delete [flags]
 
-Calls a running host (wire-extensions §3, --url, --token-file or ADHOST_TOKEN
-as for adhost run) and prints the answer as one JSON line. Continue a session
-with adhost run --session ID "message": each call is one turn.`
+Thin clients of a running host's conversation sessions (wire-extensions §3),
+with --url, --token-file or ADHOST_TOKEN as for adhost run; each prints the
+answer as one JSON line. Continue a session with adhost run --session ID
+"message": each call is one turn.`
+	cliHelp["sessions create"] = `usage: adhost sessions create --provider P --model M [--mode native|history] [--instructions TEXT]
+
+Creates a session bound to the provider instance and model (and the token's
+subject) and prints its snapshot.`
+	cliHelp["sessions read"] = `usage: adhost sessions read ID
+
+Prints the session's snapshot: its state, revision and visible messages.`
+	cliHelp["sessions delete"] = `usage: adhost sessions delete ID
+
+Deletes the session; a turn of it still running ends with SESSION_DELETED.`
+}
 
 // cliSessionsCmd is `adhost sessions create|read|delete`: thin clients of
 // the session endpoints.
 func cliSessionsCmd(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(env.stderr, cliSessionsUsage)
-		return cliExitUsage
+	sub := ""
+	if len(args) > 0 && (args[0] == "create" || args[0] == "read" || args[0] == "delete") {
+		sub, args = args[0], args[1:]
 	}
-	sub := args[0]
-	fs := cliFlags(env, "sessions "+sub)
+	cmd := strings.TrimSpace("sessions " + sub)
+	fs := cliFlags(env, cmd)
 	cfgPath := fs.String("config", "host.toml", "configuration file (default URL and token)")
 	baseURL := fs.String("url", "", "host base URL (default: from the config's server.listen)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (default: $ADHOST_TOKEN, then the config's first file token)")
-	provider := fs.String("provider", "", "provider instance id (create)")
-	model := fs.String("model", "", "model id (create)")
-	mode := fs.String("mode", client.SessionModeNative, "history or native (create)")
-	instructions := fs.String("instructions", "", "instructions the session keeps (create)")
-	pos, code, ok := cliParse(fs, args[1:])
+	var provider, model, mode, instructions *string
+	if sub == "create" {
+		provider = fs.String("provider", "", "provider instance id (required)")
+		model = fs.String("model", "", "model id (required)")
+		mode = fs.String("mode", client.SessionModeNative, "native or history")
+		instructions = fs.String("instructions", "", "instructions the session keeps")
+	}
+	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
 	}
-	cmd := "sessions " + sub
 	switch {
-	case sub == "create" && (len(pos) != 0 || *provider == "" || *model == ""):
-		fmt.Fprintln(env.stderr, "adhost sessions create: --provider and --model are required, and no arguments")
-		return cliExitUsage
-	case (sub == "read" || sub == "delete") && len(pos) != 1:
-		fmt.Fprintf(env.stderr, "adhost %s: want exactly one session id\n", cmd)
-		return cliExitUsage
-	case sub != "create" && sub != "read" && sub != "delete":
-		fmt.Fprintln(env.stderr, cliSessionsUsage)
-		return cliExitUsage
+	case sub == "":
+		if len(pos) > 0 {
+			return cliUsageError(env, cmd, "unknown subcommand %q (create, read or delete)", pos[0])
+		}
+		return cliUsageError(env, cmd, "want a subcommand: create, read or delete")
+	case sub == "create" && *provider == "":
+		return cliUsageError(env, cmd, "--provider is required")
+	case sub == "create" && *model == "":
+		return cliUsageError(env, cmd, "--model is required")
+	case sub == "create" && len(pos) != 0:
+		return cliUsageError(env, cmd, "unexpected argument %q", pos[0])
+	case sub != "create" && len(pos) != 1:
+		return cliUsageError(env, cmd, "want exactly one session id, got %d arguments", len(pos))
 	}
 	url, token, err := cliClientSettings(*cfgPath, *baseURL, *tokenFile)
 	if err != nil {

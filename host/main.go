@@ -49,6 +49,7 @@ func init() {
 		{"serve", "validate the configuration, load and verify every extension, serve HTTP(S)", cliServe},
 		{"init", "write a starter host.toml, the data directory and a dev token", cliInit},
 		{"run", "run a prompt against a running host and print the result", cliRun},
+		{"sessions", "create | read ID | delete ID: conversation sessions of a running host", cliSessionsCmd},
 		{"plugins", "list | verify | inspect FILE.wasm | pin ID@VERSION FILE.wasm [--write]", cliPlugins},
 		{"qualify", "run the provider conformance scenarios and write a qualification report", cliQualify},
 		{"status", "status of a running host", cliStatus},
