@@ -17,7 +17,12 @@ all: build
 ## build: bin/adhost and every plugin as build/plugins/<id>-<version>.wasm
 build: adhost plugins
 
-adhost:
+# bin/adhost is relinked only when a Go source outside the plugins, a file
+# internal/ embeds (simulator transcripts) or the module file changed.
+ADHOST_SRC := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './plugins/*' -not -path './build/*' -not -path './data/*') \
+	$(shell find internal -type f -not -name '*.go') go.mod go.sum
+adhost: bin/adhost
+bin/adhost: $(ADHOST_SRC)
 	@mkdir -p bin
 	$(GO) build -trimpath -buildvcs=false -o bin/adhost ./host/cmd/adhost
 
@@ -25,23 +30,31 @@ bin/embedmanifest: $(wildcard tools/embedmanifest/*.go runtime/manifest/*.go abi
 	@mkdir -p bin
 	$(GO) build -trimpath -buildvcs=false -o bin/embedmanifest ./tools/embedmanifest
 
-## plugins: reproducible wasip1 builds with the manifest embedded
-plugins: bin/embedmanifest
+## plugins: reproducible wasip1 builds with the manifest embedded. One
+## rule per plugin, so only a plugin whose sources, manifest, SDK or
+## module requirements changed is rebuilt (`make run` stays quick).
+plugins: $(foreach id,$(PLUGINS),build/plugins/$(id)-$(shell awk -F'"' '/^[[:space:]]*version[[:space:]]*=/ { print $$2; exit }' manifests/$(id).toml).wasm)
+
+# Sources every plugin depends on: the SDK, the ABI, the module file.
+PLUGIN_DEPS := $(shell find sdk-plugin abi -name '*.go' -not -name '*_test.go') go.mod go.sum bin/embedmanifest
+
+define plugin_rule
+build/plugins/$(1)-%.wasm: $$(shell find plugins/$(1) -name '*.go' -not -name '*_test.go') manifests/$(1).toml $$(PLUGIN_DEPS)
 	@mkdir -p build/plugins
-	@set -e; for id in $(PLUGINS); do \
-		ver=$$($(manifest_version)); \
-		if [ -z "$$ver" ]; then echo "manifests/$$id.toml: no version" >&2; exit 1; fi; \
-		echo "plugin $$id@$$ver -> build/plugins/$$id-$$ver.wasm"; \
-		$(WASMBUILD) -o build/plugins/$$id.raw.wasm ./plugins/$$id; \
-		bin/embedmanifest -manifest manifests/$$id.toml -in build/plugins/$$id.raw.wasm -out build/plugins/$$id-$$ver.wasm; \
-		rm -f build/plugins/$$id.raw.wasm; \
-	done
+	@echo "plugin $(1)@$$* -> $$@"
+	@$$(WASMBUILD) -o build/plugins/$(1).raw.wasm ./plugins/$(1)
+	@bin/embedmanifest -manifest manifests/$(1).toml -in build/plugins/$(1).raw.wasm -out $$@
+	@rm -f build/plugins/$(1).raw.wasm
+endef
+$(foreach id,$(PLUGINS),$(eval $(call plugin_rule,$(id))))
 
 ## run: build, create the dev token if missing, serve the dev default
+## (LISTEN=host:port overrides server.listen, e.g. make run LISTEN=127.0.0.1:8080)
+LISTEN ?=
 run: build data/dev.token
 	@echo "dev token: $(CURDIR)/data/dev.token"
-	@echo "  curl -H \"Authorization: Bearer \$$(cat data/dev.token)\" http://127.0.0.1:7433/v1/protocol"
-	bin/adhost serve --config $(CONFIG)
+	@echo "  curl -H \"Authorization: Bearer \$$(cat data/dev.token)\" http://$(or $(LISTEN),127.0.0.1:7433)/v1/protocol"
+	bin/adhost serve --config $(CONFIG)$(if $(LISTEN), --listen $(LISTEN))
 
 data/dev.token:
 	@mkdir -p data && chmod 700 data

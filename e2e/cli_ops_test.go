@@ -2,10 +2,14 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDoctorBesideRunningHost: `adhost doctor` on the configuration of a
@@ -55,5 +59,44 @@ func TestDoctorBesideRunningHost(t *testing.T) {
 	code, out, _ = adhost(t, "doctor", "--config", s.config)
 	if code != 0 || !strings.Contains(out, "ok    listen "+addr+"\n") || strings.Contains(out, "held") {
 		t.Errorf("doctor after the host stopped: exit %d\n%s", code, out)
+	}
+}
+
+// TestServeColdStart: on an empty compilation cache serve says what it is
+// compiling and how long it took; SIGINT in the middle of it says start-up
+// was interrupted (exit 130) rather than blaming an extension.
+func TestServeColdStart(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	cache := filepath.Join(s.dir, "data", "wasm-cache")
+	os.Remove(cache) // the shared warm cache is a symlink
+	srv := startServer(t, s)
+	srv.stop(t, os.Interrupt)
+	if e := srv.stderr.String(); !strings.Contains(e, "compiling extension") || !strings.Contains(e, `extension=fixture@1.0.0`) || !strings.Contains(e, "compiled extension") {
+		t.Fatalf("cold start said nothing about compiling:\n%s", e)
+	}
+
+	// Interrupted while compiling.
+	s2 := newSite(t)
+	os.Remove(filepath.Join(s2.dir, "data", "wasm-cache"))
+	cmd := exec.Command(adhostBin, "serve", "--config", s2.config, "--listen", "127.0.0.1:0")
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(errb.String(), "compiling extension") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no compiling line: %s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(errb.String(), "start-up interrupted") || strings.Contains(errb.String(), "instantiate failed") {
+		t.Fatalf("interrupted start: %v\n%s", err, errb.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,6 +62,13 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 
 	h, err := cliProvision(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Whatever failed, it failed because start-up was cut short
+			// (an extension's initialisation reports the signal as its
+			// error): say that, not the extension's words.
+			fmt.Fprintln(env.stderr, "adhost serve: start-up interrupted before the host was ready; nothing was served")
+			return cliExitInterrupted
+		}
 		return env.fail("serve", err)
 	}
 	defer h.close()
@@ -86,6 +94,10 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		return env.failf("serve", "%s: %v", key, err)
 	}
+	idemKeys, idemFeatures, err := cliIdempotency(cfg, h, log)
+	if err != nil {
+		return env.fail("serve", err)
+	}
 	srv := NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
@@ -95,7 +107,8 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Logger:         log,
 		Status:         extensionStatus(h.extOrder),
 		Sessions:       sessTurns,
-		Features:       sessFeatures,
+		Features:       append(sessFeatures, idemFeatures...),
+		Idempotency:    idemKeys,
 	})
 	srv.SetReady()
 	// Tests and scripts read this line to learn the address (--listen :0).
@@ -208,7 +221,7 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 	// else can fail late.
 	cacheDir := filepath.Join(cfg.Store.Path, "wasm-cache")
 	for _, e := range cfg.Extensions {
-		x, err := cliLoadExtension(ctx, e, cacheDir, log)
+		x, err := cliLoadExtensionSaying(ctx, e, cacheDir, log)
 		if err != nil {
 			return nil, err
 		}
@@ -268,6 +281,8 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		UsageSink:     sinks,
 		HostID:        hostID,
 		Logger:        log,
+		// Keys are claimed and replayed by cliIdempotency's wrapper.
+		IdempotencyKeys: cfg.IdempotencyOn(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -297,6 +312,28 @@ func cliLoadExtension(ctx context.Context, e config.Extension, cacheDir string, 
 		return nil, cliOneLine(err)
 	}
 	return x, nil
+}
+
+// cliSlowLoad is how long an extension may take to load before serve says
+// it is compiling: a cold compilation cache (first start, a new pin) takes
+// seconds per extension, a warm one milliseconds.
+const cliSlowLoad = 300 * time.Millisecond
+
+// cliLoadExtensionSaying is cliLoadExtension that tells the operator when
+// a load is slow — "compiling openai@1.0.0 …" once it passes cliSlowLoad,
+// then how long it took — so a first start is not a silent pause.
+func cliLoadExtensionSaying(ctx context.Context, e config.Extension, cacheDir string, log *slog.Logger) (*wasm.Extension, error) {
+	start := time.Now()
+	var said atomic.Bool
+	t := time.AfterFunc(cliSlowLoad, func() {
+		said.Store(true)
+		log.Info("compiling extension (first start or a new pin; the result is cached)", "extension", e.Ref())
+	})
+	x, err := cliLoadExtension(ctx, e, cacheDir, log)
+	if !t.Stop() && said.Load() && err == nil {
+		log.Info("compiled extension", "extension", e.Ref(), "took", time.Since(start).Round(100*time.Millisecond).String())
+	}
+	return x, err
 }
 
 // cliCheckDigest compares the module's sha256 with the pin.

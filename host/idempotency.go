@@ -1,8 +1,10 @@
 package host
 
 import (
+	"log/slog"
 	"net/http"
 
+	"adhost/host/config"
 	"adhost/runtime"
 	"adhost/runtime/idempotency"
 	"adhost/runtime/protocol"
@@ -107,4 +109,20 @@ func (s *Server) writeReplay(w http.ResponseWriter, r *http.Request, rp *idempot
 		return
 	}
 	_ = http.NewResponseController(w).Flush()
+}
+
+// cliIdempotency opens idempotency keys on the host's store when
+// [idempotency] is enabled: the keys for ServerOptions.Idempotency and the
+// feature to advertise. Off: nil, nil (keys stay IDEMPOTENCY_UNAVAILABLE).
+// The engine must have been built with Options.IdempotencyKeys set alike
+// (cfg.IdempotencyOn).
+func cliIdempotency(cfg *config.File, h *cliHost, log *slog.Logger) (*idempotency.Keys, []string, error) {
+	if !cfg.IdempotencyOn() {
+		return nil, nil, nil
+	}
+	k, err := idempotency.New(h.store, idempotency.Options{MaxRecordBytes: cfg.Idempotency.MaxRecordBytes, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, []string{"idempotency"}, nil
 }

@@ -14,6 +14,8 @@ type File struct {
 	Tokens     []Token     `toml:"tokens"`
 	// Sessions is [sessions]; nil when the table is absent.
 	Sessions *Sessions `toml:"sessions"`
+	// Idempotency is [idempotency]; nil when the table is absent.
+	Idempotency *Idempotency `toml:"idempotency"`
 
 	// Path is the file the configuration was loaded from (absolute), and
 	// Dir its directory; both empty for Parse without a path.

@@ -58,6 +58,7 @@ func (f *File) Validate() error {
 	toolNames := f.validateTools(p)
 	f.validateTokens(p, toolNames)
 	f.validateSessions(p)
+	f.validateIdempotency(p)
 	return p.err()
 }
 
