@@ -128,15 +128,23 @@ const (
 	// kept, so guests can skip formatting.
 	HostLogEnabled = "log_enabled"
 
-	// HostKVGet, HostKVPut, HostKVDelete: a small per-extension, per-subject
-	// key/value namespace for tool extensions granted "kv". Reserved in v1:
-	// the host refuses modules that import them until it serves them.
-	//   kv_get: (key i32, keyLen i32, buf i32, cap i32) -> (len i32)  (ErrNotFound when absent)
-	//   kv_put: (key i32, keyLen i32, val i32, valLen i32) -> (errno i32)
-	//   kv_delete: (key i32, keyLen i32) -> (errno i32)
+	// HostKVGet, HostKVPut, HostKVDelete, HostKVList: a small
+	// per-extension, per-subject key/value namespace for tool extensions
+	// whose manifest sets kv = true; the host refuses the imports to any
+	// other module. The subject is the run's, chosen by the host: a guest
+	// names keys only within it. Keys are 1..MaxKVKeyBytes bytes of UTF-8,
+	// values at most MaxKVValueBytes; a subject holds at most MaxKVKeys
+	// keys and MaxKVSubjectBytes of keys and values together (a put past a
+	// bound is ErrLimit and changes nothing). Outside a tool call with a
+	// subject, or on a host without a store, every kv call is ErrDenied.
+	//   kv_get: (key i32, keyLen i32, buf i32, cap i32) -> (len i32)  (ErrNotFound when absent; buffer rule)
+	//   kv_put: (key i32, keyLen i32, val i32, valLen i32) -> (errno i32)  (0: stored)
+	//   kv_delete: (key i32, keyLen i32) -> (errno i32)  (0: absent now, ErrNotFound: was absent)
+	//   kv_list: (buf i32, cap i32) -> (len i32)  (a JSON array of the subject's keys in byte order; buffer rule)
 	HostKVGet    = "kv_get"
 	HostKVPut    = "kv_put"
 	HostKVDelete = "kv_delete"
+	HostKVList   = "kv_list"
 )
 
 // Op selects what ExportCall does. Ops start at 1; 0 is never valid.
@@ -231,6 +239,9 @@ const (
 	// ErrRedirect: the server answered with a redirect; the host never follows
 	// one.
 	ErrRedirect Errno = -8
+	// ErrStore: the host's store failed (kv_*); nothing is known to have
+	// changed.
+	ErrStore Errno = -9
 )
 
 func (e Errno) Error() string {
@@ -251,6 +262,8 @@ func (e Errno) Error() string {
 		return "not found"
 	case ErrRedirect:
 		return "redirect refused"
+	case ErrStore:
+		return "store failure"
 	}
 	return "unknown error"
 }
@@ -281,6 +294,12 @@ const (
 	MaxRequestBytes = 8_000_000
 	// MaxEmitBytes bounds one HostEmit payload.
 	MaxEmitBytes = 1_000_000
+	// MaxKVKeyBytes, MaxKVValueBytes, MaxKVKeys and MaxKVSubjectBytes bound
+	// the kv namespace of one extension and subject (HostKVPut).
+	MaxKVKeyBytes     = 128
+	MaxKVValueBytes   = 4096
+	MaxKVKeys         = 100
+	MaxKVSubjectBytes = 64 << 10
 )
 
 // CustomSectionManifest is the name of the wasm custom section that holds

@@ -98,7 +98,25 @@ type ToolExecutor interface {
 type toolSetExecutor struct{ set ToolSet }
 
 func (t toolSetExecutor) ExecuteTool(ctx context.Context, x *ToolExecution) (json.RawMessage, error) {
-	return t.set.Invoke(ctx, x.Call, x.Progress)
+	return t.set.Invoke(WithToolSubject(ctx, x.Subject), x.Call, x.Progress)
+}
+
+type toolSubjectKey struct{}
+
+// WithToolSubject returns ctx carrying the subject of a tool call, as the
+// engine passes it to a ToolSet (for callers outside the engine, and
+// tests).
+func WithToolSubject(ctx context.Context, subject string) context.Context {
+	return context.WithValue(ctx, toolSubjectKey{}, subject)
+}
+
+// ToolSubject returns the subject of the run whose tool call ctx belongs
+// to ("" outside one). A ToolSet that keeps per-subject state (the kv
+// namespace of a tool extension) takes the subject from here, never from
+// the call's arguments: the host, not the model, decides whose it is.
+func ToolSubject(ctx context.Context) string {
+	s, _ := ctx.Value(toolSubjectKey{}).(string)
+	return s
 }
 
 // Capacity is implemented by a Provider or ToolSet whose calls draw on a

@@ -420,8 +420,8 @@ func checkImports(c wazero.CompiledModule, m *manifest.Manifest) (map[string]boo
 					sig(def.ParamTypes(), def.ResultTypes()), sig(hf.params, hf.results))
 			}
 			switch {
-			case hf.kv:
-				return nil, fmt.Errorf("%w: %s.%s (kv is not granted to extensions yet)", ErrImportDenied, mod, name)
+			case hf.kv && !m.KV:
+				return nil, fmt.Errorf("%w: %s.%s needs kv = true", ErrImportDenied, mod, name)
 			case hf.network && !m.HasNetwork():
 				return nil, fmt.Errorf("%w: %s.%s needs a [network] table", ErrImportDenied, mod, name)
 			}

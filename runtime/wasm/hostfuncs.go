@@ -23,7 +23,7 @@ const (
 type hostFunc struct {
 	params, results []api.ValueType
 	network         bool // needs [network]
-	kv              bool // reserved: refused at load
+	kv              bool // needs kv = true (kv.go)
 	fn              api.GoModuleFunc
 }
 
@@ -42,9 +42,10 @@ var hostTable = map[string]hostFunc{
 	abi.HostCancelled:     {results: []api.ValueType{i32}, fn: hostCancelled},
 	abi.HostLog:           {params: []api.ValueType{i32, i32, i32}, fn: hostLog},
 	abi.HostLogEnabled:    {params: []api.ValueType{i32}, results: []api.ValueType{i32}, fn: hostLogEnabled},
-	abi.HostKVGet:         {params: []api.ValueType{i32, i32, i32, i32}, results: []api.ValueType{i32}, kv: true},
-	abi.HostKVPut:         {params: []api.ValueType{i32, i32, i32, i32}, results: []api.ValueType{i32}, kv: true},
-	abi.HostKVDelete:      {params: []api.ValueType{i32, i32}, results: []api.ValueType{i32}, kv: true},
+	abi.HostKVGet:         {params: []api.ValueType{i32, i32, i32, i32}, results: []api.ValueType{i32}, kv: true, fn: hostKVGet},
+	abi.HostKVPut:         {params: []api.ValueType{i32, i32, i32, i32}, results: []api.ValueType{i32}, kv: true, fn: hostKVPut},
+	abi.HostKVDelete:      {params: []api.ValueType{i32, i32}, results: []api.ValueType{i32}, kv: true, fn: hostKVDelete},
+	abi.HostKVList:        {params: []api.ValueType{i32, i32}, results: []api.ValueType{i32}, kv: true, fn: hostKVList},
 }
 
 func (x *Extension) instantiateHost(ctx context.Context) error {

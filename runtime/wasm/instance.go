@@ -59,6 +59,10 @@ type callState struct {
 	sink   runtime.TurnSink // OpComplete
 	onProg func()           // OpToolInvoke
 	net    *netPolicy       // nil: no network for this binding
+	// kv and subject are the binding's kv namespace (nil: none) and the
+	// subject of the run whose tool call this is ("": none), kv.go.
+	kv      *kvSpace
+	subject string
 
 	// netWaited records that the host function in progress sent a
 	// request to the network (httpStart), which is a real wait.

@@ -13,6 +13,7 @@ import (
 
 	"adhost/abi"
 	"adhost/runtime"
+	"adhost/runtime/durable"
 	"adhost/runtime/manifest"
 	"adhost/runtime/protocol"
 )
@@ -30,6 +31,9 @@ type InstanceConfig struct {
 	// calls a resolver at request time and injects the value itself; the
 	// guest never sees it. Keys must be declared slots.
 	Secrets map[string]func(ctx context.Context) (string, error)
+	// KV is the store of the kv namespace of a tool extension whose
+	// manifest sets kv = true (kv.go); nil: its kv calls are denied.
+	KV durable.KV
 }
 
 // binding is an extension bound to one InstanceConfig.
@@ -38,6 +42,7 @@ type binding struct {
 	id     string
 	config []byte
 	net    *netPolicy
+	kv     *kvSpace
 }
 
 func (x *Extension) bind(ic InstanceConfig) (*binding, error) {
@@ -61,6 +66,9 @@ func (x *Extension) bind(ic InstanceConfig) (*binding, error) {
 		}
 	}
 	b := &binding{x: x, id: ic.ID, config: cfg}
+	if x.m.KV && ic.KV != nil {
+		b.kv = &kvSpace{store: ic.KV, ext: x.m.ID}
+	}
 	if x.m.HasNetwork() {
 		ep, err := ResolveEndpoint(x.m, ic.Settings)
 		if err != nil {
@@ -422,7 +430,7 @@ func (t *toolSet) Invoke(ctx context.Context, call abi.ToolCall, progress func()
 	if err != nil {
 		return nil, protocol.Wrap(protocol.CodeInternalError, err)
 	}
-	cs := &callState{op: abi.OpToolInvoke, input: input, onProg: progress}
+	cs := &callState{op: abi.OpToolInvoke, input: input, onProg: progress, kv: t.kv, subject: runtime.ToolSubject(ctx)}
 	out, err := t.call(ctx, cs, protocol.CodeToolFailed)
 	if err != nil {
 		return nil, err
