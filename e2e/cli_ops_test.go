@@ -100,3 +100,43 @@ func TestServeColdStart(t *testing.T) {
 		t.Fatalf("interrupted start: %v\n%s", err, errb.String())
 	}
 }
+
+// TestOperatorCommandsBesideRunningHost: while a host holds the store,
+// qualify stores its report through the host's operator socket (exit 0),
+// plugins list reads the result through it, and status shows the host's
+// process — none of them fights the host for the store.
+func TestOperatorCommandsBesideRunningHost(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	srv := startServer(t, s)
+	sock := filepath.Join(s.dir, "data", "adhost.sock")
+	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("operator socket: %v %v", fi, err)
+	}
+	code, out, errOut := adhost(t, "qualify", "--config", s.config, "--extension", "fixture@1.0.0", "--simulate", "--json")
+	var rep struct{ Passed bool }
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !rep.Passed || strings.Contains(errOut, "not stored") {
+		t.Fatalf("qualify beside the host: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	code, out, errOut = adhost(t, "plugins", "list", "--config", s.config, "--json")
+	var rows []struct{ ID, Qualified string }
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || code != 0 {
+		t.Fatalf("plugins list: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	for _, r := range rows {
+		if r.ID == "fixture" && !strings.HasPrefix(r.Qualified, "passed ") {
+			t.Errorf("fixture qualified %q", r.Qualified)
+		}
+	}
+	code, out, errOut = adhost(t, "status", "--config", s.config, "--url", srv.URL, "--json")
+	var st struct {
+		Operator *struct{ PID int }
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || st.Operator == nil || st.Operator.PID != srv.cmd.Process.Pid {
+		t.Fatalf("status: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	srv.stop(t, os.Interrupt)
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left after a clean stop: %v", err)
+	}
+}

@@ -582,7 +582,13 @@ func TestQualify(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("qualify: exit %d\n%s%s", code, stdout, stderr)
 			}
-			b, err := os.ReadFile(filepath.Join(out, "qualify-"+tc.id+"-1.0.0-fixture-model-simulate.json"))
+			// Named by extension, version, digest, model, mode and time.
+			prefix := filepath.Join(out, "qualify-"+tc.id+"-1.0.0-sha256_"+tc.digest[:12]+"-fixture-model-simulate-")
+			m, _ := filepath.Glob(prefix + "*.json")
+			if len(m) != 1 {
+				t.Fatalf("reports %s*.json: %v", prefix, m)
+			}
+			b, err := os.ReadFile(m[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -597,7 +603,7 @@ func TestQualify(t *testing.T) {
 			if !rep.Passed || rep.Extension.ID != tc.id || rep.Extension.SHA256 != tc.digest || len(rep.Scenarios) == 0 {
 				t.Errorf("report %s", b)
 			}
-			if _, err := os.Stat(filepath.Join(out, "qualify-"+tc.id+"-1.0.0-fixture-model-simulate.md")); err != nil {
+			if _, err := os.Stat(strings.TrimSuffix(m[0], ".json") + ".md"); err != nil {
 				t.Error(err)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -377,6 +378,7 @@ func cliWriteFileAtomic(path string, data []byte) error {
 // allows one process), the column says so instead of failing the listing.
 type cliQualifiedList struct {
 	s   *store.Store
+	oc  *operatorClient // the running host that holds the store
 	err error
 }
 
@@ -385,24 +387,43 @@ func cliQualifications(dir string) *cliQualifiedList {
 		return &cliQualifiedList{} // no store yet: nothing qualified
 	}
 	s, err := store.Open(dir, store.Options{})
+	if errors.Is(err, store.ErrInUse) {
+		if oc, oerr := dialOperator(dir); oerr == nil {
+			return &cliQualifiedList{oc: oc}
+		}
+	}
 	return &cliQualifiedList{s: s, err: err}
 }
 
 // latest renders the newest report of digest: "passed 2026-11-30 (simulate)",
 // "failed …", "-" when there is none, "?" when the store is unavailable.
 func (q *cliQualifiedList) latest(digest string) string {
+	var rec *store.Qualification
 	switch {
 	case q.err != nil:
 		return "? (store in use)"
-	case q.s == nil:
-		return "-"
-	}
-	rec, err := q.s.LatestQualification(context.Background(), digest)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+	case q.oc != nil:
+		var oq operatorQualification
+		err := q.oc.do(context.Background(), http.MethodGet, "/operator/v1/qualifications/"+digest+"/latest", nil, &oq)
+		var ref *operatorRefusal
+		if errors.As(err, &ref) && ref.status == http.StatusNotFound {
 			return "-"
 		}
-		return "?"
+		if err != nil {
+			return "?"
+		}
+		rec = &store.Qualification{Digest: digest, Created: oq.Created, Report: oq.Report}
+	case q.s == nil:
+		return "-"
+	default:
+		var err error
+		rec, err = q.s.LatestQualification(context.Background(), digest)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return "-"
+			}
+			return "?"
+		}
 	}
 	var rep struct {
 		Passed bool   `json:"passed"`

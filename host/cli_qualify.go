@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"time"
 
 	"adhost/host/config"
 	"adhost/internal/qualify"
@@ -41,6 +44,7 @@ func cliQualify(ctx context.Context, env *cliEnv, args []string) int {
 	simulate := fs.Bool("simulate", false, "use the loopback vendor simulator (the default)")
 	live := fs.Bool("live", false, "talk to the real service with the configured credentials")
 	outDir := fs.String("out", "", "directory for the JSON and Markdown reports (default <store>/qualify)")
+	asJSON := fs.Bool("json", false, "print the report as JSON on stdout instead of the scenario lines")
 	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
@@ -127,24 +131,38 @@ func cliQualify(ctx context.Context, env *cliEnv, args []string) int {
 	if err != nil {
 		return env.fail("qualify", err)
 	}
-	base := filepath.Join(*outDir, cliReportName(m.ID, m.Version, *model, rep.Mode))
+	// A model of the vendor simulator is not the operator's: it is not
+	// part of the name of an --extension report.
+	nameModel := *model
+	if *providerID == "" {
+		nameModel = ""
+	}
+	base := filepath.Join(*outDir, cliReportName(m.ID, m.Version, pin.SHA256, nameModel, rep.Mode, time.Now()))
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		return env.fail("qualify", err)
 	}
 	if err := errors.Join(os.WriteFile(base+".json", js, 0o644), os.WriteFile(base+".md", rep.Markdown(), 0o644)); err != nil {
 		return env.fail("qualify", err)
 	}
-	for _, s := range rep.Scenarios {
-		line := fmt.Sprintf("%-8s %s", s.Status, s.Name)
-		if s.Reason != "" {
-			line += ": " + s.Reason
+	stored := cliStoreReport(ctx, cfg.Store.Path, pin.SHA256, rep, js)
+	if *asJSON {
+		fmt.Fprintln(env.stdout, string(js))
+	} else {
+		for _, s := range rep.Scenarios {
+			line := fmt.Sprintf("%-8s %s", s.Status, s.Name)
+			if s.Reason != "" {
+				line += ": " + s.Reason
+			}
+			fmt.Fprintln(env.stdout, line)
 		}
-		fmt.Fprintln(env.stdout, line)
+		fmt.Fprintf(env.stdout, "%d passed, %d failed, %d skipped\nreport: %s.json, %s.md\n",
+			rep.Summary.Passed, rep.Summary.Failed, rep.Summary.Skipped, base, base)
 	}
-	fmt.Fprintf(env.stdout, "%d passed, %d failed, %d skipped\nreport: %s.json, %s.md\n",
-		rep.Summary.Passed, rep.Summary.Failed, rep.Summary.Skipped, base, base)
-	if err := cliStoreReport(ctx, cfg.Store.Path, pin.SHA256, rep, js); err != nil {
-		fmt.Fprintf(env.stderr, "adhost qualify: report not stored: %v\n", err)
+	if stored != nil {
+		// The report files exist, but plugins list would not show the
+		// result: that is a failure of the command.
+		fmt.Fprintf(env.stderr, "adhost qualify: report not stored: %v\n", stored)
+		return cliExitFail
 	}
 	if !rep.Passed {
 		return cliExitFail
@@ -161,16 +179,33 @@ func cliOrDefault(s, def string) string {
 
 var cliUnsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-// cliReportName is the report's file name without extension.
-func cliReportName(id, version, model, mode string) string {
-	return cliUnsafeName.ReplaceAllString(fmt.Sprintf("qualify-%s-%s-%s-%s", id, version, model, mode), "_")
+// cliReportName is the report's file name without extension: the
+// extension, its version, the first 12 hex digits of the module digest
+// the report is about, the model when a configured instance was qualified,
+// the mode and the time (UTC, to the second), so reports of different
+// builds or runs never overwrite each other.
+func cliReportName(id, version, digest, model, mode string, at time.Time) string {
+	parts := []string{"qualify", id, version, "sha256_" + digest[:min(12, len(digest))]}
+	if model != "" {
+		parts = append(parts, model)
+	}
+	parts = append(parts, mode, at.UTC().Format("20060102T150405Z"))
+	return cliUnsafeName.ReplaceAllString(strings.Join(parts, "-"), "_")
 }
 
 // cliStoreReport keeps the report in the store under the module digest.
 func cliStoreReport(ctx context.Context, dir, digest string, rep *qualify.Report, js []byte) error {
 	s, err := store.Open(dir, store.Options{})
+	if errors.Is(err, store.ErrInUse) {
+		// A running host holds the store: it stores the report.
+		oc, oerr := dialOperator(dir)
+		if oerr != nil {
+			return fmt.Errorf("%w; and %v", err, oerr)
+		}
+		return oc.do(ctx, http.MethodPut, "/operator/v1/qualifications/"+digest, js, nil)
+	}
 	if err != nil {
-		return err // typically: a running host holds the store
+		return err
 	}
 	defer s.Close()
 	return s.PutQualification(ctx, digest, rep.FinishedAt, js)

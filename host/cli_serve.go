@@ -111,6 +111,14 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Idempotency:    idemKeys,
 	})
 	srv.SetReady()
+	startedAt := time.Now()
+	if oln, err := listenOperator(cfg.Store.Path); err != nil {
+		log.Warn("no operator endpoint: status, qualify and plugins list beside this host cannot reach it", "err", err)
+	} else {
+		go serveOperator(ctx, oln, &operatorServer{store: h.store, log: log, info: func() OperatorInfo {
+			return OperatorInfo{PID: os.Getpid(), Version: cliVersions(), Config: cfg.Path, StartedAt: startedAt, Status: srv.Status()}
+		}})
+	}
 	// Tests and scripts read this line to learn the address (--listen :0).
 	fmt.Fprintf(env.stdout, "listening on %s://%s\n", scheme, ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "extensions", len(h.exts), "providers", len(cfg.Providers), "tools", len(h.toolNames))

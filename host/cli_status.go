@@ -25,11 +25,14 @@ import (
 // cliStatusReport is what `adhost status` found, printed as text or, with
 // --json, as one JSON object.
 type cliStatusReport struct {
-	URL      string             `json:"url"`
-	Health   int                `json:"health"` // HTTP status of GET /health
-	Features []string           `json:"features,omitempty"`
-	Provider []cliStatusProv    `json:"providers,omitempty"`
-	Host     *HostStatus        `json:"status,omitempty"`
+	URL      string          `json:"url"`
+	Health   int             `json:"health"` // HTTP status of GET /health
+	Features []string        `json:"features,omitempty"`
+	Provider []cliStatusProv `json:"providers,omitempty"`
+	Host     *HostStatus     `json:"status,omitempty"`
+	// Operator is what the host's operator socket says (pid, versions,
+	// reloads) when this command runs beside it.
+	Operator *OperatorInfo      `json:"operator,omitempty"`
 	Error    *cliStatusErrorRef `json:"error,omitempty"`
 }
 
@@ -98,6 +101,17 @@ func cliStatus(ctx context.Context, env *cliEnv, args []string) int {
 	fmt.Fprintf(text, "host     %s\nhealth   %d %s\n", url, resp.StatusCode, strings.TrimSpace(string(body)))
 	if resp.StatusCode != http.StatusOK {
 		return done(cliExitFail)
+	}
+	if cfg, _ := config.Load(*cfgPath); cfg != nil {
+		if oc, err := dialOperator(cfg.Store.Path); err == nil {
+			var info OperatorInfo
+			if oc.do(ctx, http.MethodGet, "/operator/v1/status", nil, &info) == nil {
+				rep.Operator = &info
+				fmt.Fprintf(text, "process  pid=%d adhost=%s wazero=%s abi=%d started=%s reloads=%d config=%s\n",
+					info.PID, info.Version.Version, info.Version.Wazero, info.Version.ABI,
+					info.StartedAt.UTC().Format(time.RFC3339), info.Reloads, info.Config)
+			}
+		}
 	}
 	if tokErr != nil {
 		rep.Error = &cliStatusErrorRef{Code: "NO_TOKEN", Message: fmt.Sprintf("%v; features, providers and runs need a token (--token-file or ADHOST_TOKEN)", tokErr)}

@@ -85,7 +85,8 @@ func TestCLIQualifyArguments(t *testing.T) {
 	if code != cliExitFail || !strings.Contains(stderr, `no [[providers]] entry with id "nope"`) {
 		t.Errorf("unknown provider: code %d, stderr %q", code, stderr)
 	}
-	if got := cliReportName("openai", "1.0.0", "gpt-4.1/mini", "live"); got != "qualify-openai-1.0.0-gpt-4.1_mini-live" {
+	at := time.Date(2026, 12, 1, 9, 8, 7, 0, time.UTC)
+	if got := cliReportName("openai", "1.0.0", strings.Repeat("ab", 32), "gpt-4.1/mini", "live", at); got != "qualify-openai-1.0.0-sha256_abababababab-gpt-4.1_mini-live-20261201T090807Z" {
 		t.Errorf("cliReportName = %q", got)
 	}
 }

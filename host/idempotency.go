@@ -43,14 +43,19 @@ func (s *Server) serveKeyedRun(w http.ResponseWriter, r *http.Request, p *runtim
 		s.writeError(w, r, err)
 		return
 	}
-	claim, replay, err := s.idem.Begin(r.Context(), p.Subject, req)
+	claim, replay, err := s.idem.Begin(r.Context(), p.Subject, req, mode)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if claim != nil {
 		// Deferred: a stream handler may end by aborting the connection.
-		defer claim.Finish()
+		// The answer is flushed first: Finish writes the claim's summary,
+		// which no client waits for.
+		defer func() {
+			_ = http.NewResponseController(w).Flush()
+			claim.Finish()
+		}()
 		s.startRun(w, r, p, req, mode, runtime.StartOptions{Log: claim, Complete: claim.Complete})
 		return
 	}

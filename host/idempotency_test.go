@@ -22,6 +22,7 @@ import (
 	"adhost/runtime/durable"
 	"adhost/runtime/idempotency"
 	"adhost/runtime/protocol"
+	"adhost/store"
 )
 
 // Tokens of the idempotency tests: two of subject alice (they share
@@ -116,7 +117,7 @@ type idemOptions struct {
 	off           bool // no operation store
 }
 
-func newIdemEnv(t *testing.T, o idemOptions) *idemEnv {
+func newIdemEnv(t testing.TB, o idemOptions) *idemEnv {
 	t.Helper()
 	env := &idemEnv{provider: &idemProvider{pending: make(chan struct{}, 8)}, tools: &lookupTools{}, usage: &countingSink{}}
 	eng, err := runtime.New(runtime.Options{
@@ -660,6 +661,26 @@ func TestIdempotencyStoreFailureMidRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &faultyStore{Memory: durable.NewMemory(), failAppend: `"type":"tool.called"`, sticky: tc.sticky}
 			env := newIdemEnv(t, idemOptions{store: st})
+			// A JSON run holds its first events and commits them with
+			// tool.called: the failure is the same, and the tool never runs.
+			jbody := keyed("conformance:tools", "sf-json", `"tools":["conformance_lookup"]`)
+			j := env.post(t, idemAlice, jbody, false)
+			if info := j.errorInfo(t); j.status != http.StatusServiceUnavailable || info.Code != protocol.CodeOperationStoreError || info.Outcome != "uncertain" || info.Retryable {
+				t.Fatalf("JSON run: %d %s; want 503 OPERATION_STORE_ERROR uncertain", j.status, j.body)
+			}
+			if n := env.tools.calls.Load(); n != 0 {
+				t.Errorf("tool ran %d times after its tool.called failed to commit", n)
+			}
+			st.mu.Lock()
+			st.failing = false
+			st.mu.Unlock()
+			if j := env.post(t, idemAlice, jbody, false); j.errorInfo(t).Code != tc.replay {
+				t.Errorf("JSON run's replay: %d %s; want %s", j.status, j.body, tc.replay)
+			}
+			st.mu.Lock()
+			st.failAppend = `"type":"tool.called"`
+			st.mu.Unlock()
+
 			body := keyed("conformance:tools", "sf-1", `"tools":["conformance_lookup"]`)
 			r := env.post(t, idemAlice, body, true)
 			typ, info := r.terminal(t)
@@ -691,8 +712,8 @@ func TestIdempotencyStoreFailureMidRun(t *testing.T) {
 			if js.errorInfo(t).Code != tc.replay || js.status != protocol.HTTPStatus(tc.replay) {
 				t.Errorf("JSON replay: %d %s", js.status, js.body)
 			}
-			if n := env.provider.calls.Load(); n != 1 {
-				t.Errorf("provider turns %d, want 1", n)
+			if n := env.provider.calls.Load(); n != 2 {
+				t.Errorf("provider turns %d, want 2 (one per run)", n)
 			}
 		})
 	}
@@ -792,4 +813,95 @@ func TestIdempotencyOtherProcessUncertain(t *testing.T) {
 	if n := second.provider.calls.Load(); n != 0 {
 		t.Errorf("the second process ran the claim %d times", n)
 	}
+}
+
+// BenchmarkIdempotencyJSONRun: what the feature costs a JSON run. "unkeyed"
+// alternates rounds of runs without a key on a host with the feature on
+// and on one with it off, and reports on/off (the time ratio; 1.00 is
+// "pays nothing"). "keyed" is a run with a new key each time, on the
+// in-memory store and on the Badger store with its synced group commits,
+// for the cost of a claimed, recorded run.
+func BenchmarkIdempotencyJSONRun(b *testing.B) {
+	body := `{"provider":"p","model":"m","input":"conformance:text"}`
+	for _, c := range benchConcurrency {
+		b.Run("unkeyed/c"+itoa(c), func(b *testing.B) {
+			on := newIdemEnv(b, idemOptions{maxPerSubject: 32})
+			off := newIdemEnv(b, idemOptions{maxPerSubject: 32, off: true})
+			hc := benchClient()
+			defer hc.CloseIdleConnections()
+			op := func(url string) func(int) error {
+				return func(int) error { return postRun(hc, url, idemAlice, body, false) }
+			}
+			var onT, offT time.Duration
+			b.ResetTimer()
+			for i, n := range benchRounds(b.N, 10) {
+				if i%2 == 1 { // either side goes first half of the time
+					offT += timeOps(b, c, n, op(off.url))
+				}
+				b.StartTimer()
+				onT += timeOps(b, c, n, op(on.url))
+				b.StopTimer()
+				if i%2 == 0 {
+					offT += timeOps(b, c, n, op(off.url))
+				}
+			}
+			b.ReportMetric(onT.Seconds()/offT.Seconds(), "on/off")
+		})
+	}
+	for _, backend := range []string{"memory", "badger"} {
+		for _, c := range benchConcurrency {
+			b.Run("keyed/"+backend+"/c"+itoa(c), func(b *testing.B) {
+				var st durable.Store = durable.NewMemory()
+				if backend == "badger" {
+					bs, err := store.Open(b.TempDir(), store.Options{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer bs.Close()
+					st = bs
+				}
+				env := newIdemEnv(b, idemOptions{maxPerSubject: 32, store: st})
+				hc := benchClient()
+				defer hc.CloseIdleConnections()
+				var next atomic.Int64
+				b.ResetTimer()
+				timeOps(b, c, b.N, func(int) error {
+					k := strconv.FormatInt(next.Add(1), 10)
+					return postRun(hc, env.url, idemAlice, `{"provider":"p","model":"m","input":"conformance:text","idempotencyKey":"k`+k+`"}`, false)
+				})
+			})
+		}
+	}
+}
+
+// timeOps runs n ops from c goroutines and returns the wall time.
+func timeOps(b *testing.B, c, n int, op func(int) error) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range c {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(t0)
+}
+
+// benchRounds splits n ops into k rounds.
+func benchRounds(n, k int) []int {
+	k = max(1, min(n, k))
+	out := make([]int, k)
+	for i := range out {
+		out[i] = n / k
+		if i < n%k {
+			out[i]++
+		}
+	}
+	return out
 }

@@ -48,6 +48,19 @@ type ExtensionStatus struct {
 	Reserved int `json:"reserved,omitempty"`
 }
 
+// Status is the host's status: admission and extension instances.
+func (s *Server) Status() HostStatus {
+	a := s.engine.Admission()
+	st := HostStatus{
+		Runs:       RunsStatus{Running: a.Running, Subjects: a.Subjects, MaxConcurrent: a.MaxConcurrent, MaxPerSubject: a.MaxPerSubject},
+		Extensions: []ExtensionStatus{},
+	}
+	if s.status != nil {
+		st.Extensions = s.status()
+	}
+	return st
+}
+
 // StatusFunc reports the extensions' part of the status.
 type StatusFunc func() []ExtensionStatus
 
@@ -68,15 +81,7 @@ func extensionStatus(xs []*wasm.Extension) StatusFunc {
 }
 
 func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, _ *runtime.Principal) {
-	a := s.engine.Admission()
-	st := HostStatus{
-		Runs:       RunsStatus{Running: a.Running, Subjects: a.Subjects, MaxConcurrent: a.MaxConcurrent, MaxPerSubject: a.MaxPerSubject},
-		Extensions: []ExtensionStatus{},
-	}
-	if s.status != nil {
-		st.Extensions = s.status()
-	}
-	body, err := json.Marshal(st)
+	body, err := json.Marshal(s.Status())
 	if err != nil {
 		s.writeError(w, r, protocol.Wrap(protocol.CodeInternalError, err))
 		return

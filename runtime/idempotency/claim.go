@@ -48,7 +48,12 @@ type Claim struct {
 	// broken: an append failed, so last may be stale (the backend may
 	// have committed what it did not acknowledge).
 	broken  bool
-	started bool   // run.started is committed
+	started bool // run.started is committed (or, deferred, accepted)
+	// deferred: nothing the run emits is sent before its answer (a JSON
+	// run), so events that have no effect outside the run wait in pending
+	// for the next commit that must happen (see Append).
+	deferred bool
+	pending  [][]byte
 	result  []byte // the committed result (tagResult), nil before
 	ended   bool   // the terminal event was handled
 	served  bool   // Finish was called
@@ -66,6 +71,14 @@ var _ runtime.EventLog = (*Claim)(nil)
 // both uncertain once the run has started: the engine then stops the run
 // with that error. The terminal event is stored beyond the bound, so that
 // a record always says how its run ended.
+//
+// A JSON-mode run delivers no event to anyone: its client sees only the
+// answer. There run.started, step.started, usage.reported and
+// tool.completed are held and committed together with the next record
+// that must be committed at once — a tool.called (before the tool runs),
+// any other event, the result (before the answer) or the terminal event —
+// in one Append, so a JSON run pays one commit where a stream pays one per
+// event. A crash loses only held events nobody saw.
 func (c *Claim) Append(ctx context.Context, ev runtime.Event) error {
 	switch ev.Type {
 	case runtime.EventTextDelta, runtime.EventRunProgress:
@@ -82,7 +95,9 @@ func (c *Claim) Append(ctx context.Context, ev runtime.Event) error {
 	if c.used+len(ev.Data) > c.k.max {
 		return c.fail(durable.ErrTooLarge)
 	}
-	if err := c.append(ctx, tagEvent, nil, ev.Data); err != nil {
+	if c.deferred && holdable[ev.Type] {
+		c.pending = append(c.pending, record(tagEvent, nil, ev.Data))
+	} else if err := c.append(ctx, tagEvent, nil, ev.Data); err != nil {
 		return c.fail(err)
 	}
 	c.used += len(ev.Data)
@@ -90,6 +105,15 @@ func (c *Claim) Append(ctx context.Context, ev runtime.Event) error {
 		c.started = true
 	}
 	return nil
+}
+
+// holdable are the events a JSON-mode run may commit late: none of them
+// precedes an effect outside the run.
+var holdable = map[string]bool{
+	runtime.EventRunStarted:    true,
+	runtime.EventStepStarted:   true,
+	runtime.EventUsageReported: true,
+	runtime.EventToolCompleted: true,
 }
 
 // Complete commits the run's result before run.completed is committed and
@@ -131,7 +155,11 @@ func (c *Claim) end(ctx context.Context, ev runtime.Event) error {
 	}
 	var err error
 	if env, ok := c.envelope(ev); ok {
-		err = c.append(ctx, tagCompleted, nil, env)
+		if !c.deferred {
+			err = c.append(ctx, tagCompleted, nil, env)
+		}
+		// A JSON run's run.completed was never sent: its replay is
+		// rebuilt from the result, at the result's time.
 	} else {
 		err = c.append(ctx, tagEvent, nil, ev.Data)
 	}
@@ -216,19 +244,24 @@ func (c *Claim) settle(ctx context.Context) {
 	}
 }
 
-// append adds one record: tag, head, body.
+// append commits the held records and one more: tag, head, body.
 func (c *Claim) append(ctx context.Context, tag byte, head, body []byte) error {
-	rec := make([]byte, 0, 1+len(head)+len(body))
-	rec = append(rec, tag)
-	rec = append(rec, head...)
-	rec = append(rec, body...)
-	last, err := c.k.store.Append(ctx, c.name, c.last, rec)
+	recs := append(c.pending, record(tag, head, body))
+	c.pending = nil
+	last, err := c.k.store.Append(ctx, c.name, c.last, recs...)
 	if err != nil {
 		c.broken = true
 		return err
 	}
 	c.last = last
 	return nil
+}
+
+func record(tag byte, head, body []byte) []byte {
+	rec := make([]byte, 0, 1+len(head)+len(body))
+	rec = append(rec, tag)
+	rec = append(rec, head...)
+	return append(rec, body...)
 }
 
 // fail maps a store error to the run's public error: OPERATION_RECORD_LIMIT

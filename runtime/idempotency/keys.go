@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"adhost/runtime"
 	"adhost/runtime/durable"
 	"adhost/runtime/protocol"
 )
@@ -119,7 +120,10 @@ func recordName(subject, key string) string {
 //     with a different request), OPERATION_IN_PROGRESS (this process is
 //     still running it), OPERATION_STORE_FULL or OPERATION_STORE_ERROR (no
 //     claim was made).
-func (k *Keys) Begin(ctx context.Context, subject string, req *protocol.RunRequest) (*Claim, *Replay, error) {
+//
+// mode is how the run is answered: a ModeJSON run delivers no events, so
+// its claim commits them in fewer writes (Claim.Append).
+func (k *Keys) Begin(ctx context.Context, subject string, req *protocol.RunRequest, mode runtime.Mode) (*Claim, *Replay, error) {
 	if req == nil || req.IdempotencyKey == nil {
 		return nil, nil, errors.New("idempotency: request without a key")
 	}
@@ -131,7 +135,7 @@ func (k *Keys) Begin(ctx context.Context, subject string, req *protocol.RunReque
 	// A claim deleted between our Create and Get (a run that never
 	// started gives its key back) makes us look again; twice is plenty.
 	for range 3 {
-		c, rp, err := k.begin(ctx, name, fp, req)
+		c, rp, err := k.begin(ctx, name, fp, req, mode)
 		if !errors.Is(err, durable.ErrNotFound) {
 			return c, rp, err
 		}
@@ -139,7 +143,7 @@ func (k *Keys) Begin(ctx context.Context, subject string, req *protocol.RunReque
 	return nil, nil, protocol.New(protocol.CodeOperationInProgress)
 }
 
-func (k *Keys) begin(ctx context.Context, name, fp string, req *protocol.RunRequest) (*Claim, *Replay, error) {
+func (k *Keys) begin(ctx context.Context, name, fp string, req *protocol.RunRequest, mode runtime.Mode) (*Claim, *Replay, error) {
 	k.mu.Lock()
 	if c := k.running[name]; c != nil {
 		k.mu.Unlock()
@@ -150,7 +154,7 @@ func (k *Keys) begin(ctx context.Context, name, fp string, req *protocol.RunRequ
 	}
 	// Registered before the claim is written, so a concurrent request
 	// for the same key in this process sees it in progress.
-	c := &Claim{k: k, name: name, fp: fp}
+	c := &Claim{k: k, name: name, fp: fp, deferred: mode == runtime.ModeJSON}
 	k.running[name] = c
 	k.mu.Unlock()
 
