@@ -54,12 +54,12 @@ type Claim struct {
 	// for the next commit that must happen (see Append).
 	deferred bool
 	pending  [][]byte
-	result  []byte // the committed result (tagResult), nil before
-	ended   bool   // the terminal event was handled
-	served  bool   // Finish was called
-	state   string // the claim's final state, once ended
-	outcome string
-	code    string
+	result   []byte // the committed result (tagResult), nil before
+	ended    bool   // the terminal event was handled
+	served   bool   // Finish was called
+	state    string // the claim's final state, once ended
+	outcome  string
+	code     string
 }
 
 var _ runtime.EventLog = (*Claim)(nil)
