@@ -285,6 +285,9 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 	// From here the run's context exists and must be cancelled on every
 	// path, or the engine's base context would keep it forever.
 	r := newRun(e, p, req, pl, mode)
+	if opts.RunID != "" {
+		r.id = opts.RunID
+	}
 	if len(rs) > 0 {
 		r.reservations = rs
 		r.ctx = WithReservations(r.ctx, rs...)
