@@ -64,6 +64,8 @@ type Manifest struct {
 	// KV grants a tool extension the kv_* host functions: a small
 	// per-extension, per-subject key/value namespace in the host's store.
 	KV bool `toml:"kv"`
+	// Process grants the proc_* host functions (process.go).
+	Process *Process `toml:"process"`
 
 	settingsSchema *jsonschema.Schema
 	origins        []string // canonical form of Network.Origins
@@ -296,6 +298,7 @@ func (m *Manifest) Validate() error {
 		bad("settings.schema", "%v", err)
 	}
 	m.validateTools(bad)
+	m.validateProcess(bad)
 	if m.KV && m.Kind != abi.KindTool {
 		bad("kv", "only a tool extension may use kv")
 	}

@@ -156,6 +156,8 @@ type Extension struct {
 	netMu sync.Mutex
 	nets  []*netPolicy // closed with the extension
 
+	procWG sync.WaitGroup // processes being stopped after their call (process.go)
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -424,6 +426,8 @@ func checkImports(c wazero.CompiledModule, m *manifest.Manifest) (map[string]boo
 				return nil, fmt.Errorf("%w: %s.%s needs kv = true", ErrImportDenied, mod, name)
 			case hf.network && !m.HasNetwork():
 				return nil, fmt.Errorf("%w: %s.%s needs a [network] table", ErrImportDenied, mod, name)
+			case hf.process && m.Process == nil:
+				return nil, fmt.Errorf("%w: %s.%s needs a [process] table", ErrImportDenied, mod, name)
 			}
 			used[name] = true
 		case checkpoint.Module:
@@ -489,6 +493,7 @@ func (x *Extension) Close(ctx context.Context) error {
 			np.close()
 		}
 		x.netMu.Unlock()
+		x.procWG.Wait() // every process group of the extension is gone
 		x.closeErr = x.closeRuntime(ctx)
 	})
 	return x.closeErr

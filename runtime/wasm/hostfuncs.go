@@ -24,6 +24,7 @@ type hostFunc struct {
 	params, results []api.ValueType
 	network         bool // needs [network]
 	kv              bool // needs kv = true (kv.go)
+	process         bool // needs [process] (process.go)
 	fn              api.GoModuleFunc
 }
 

@@ -63,6 +63,12 @@ type callState struct {
 	// subject of the run whose tool call this is ("": none), kv.go.
 	kv      *kvSpace
 	subject string
+	// procPol and procs are the binding's process policy (nil: none) and
+	// the call's open processes; binaryRefused records that a pinned
+	// binary no longer matched its digest (process.go).
+	procPol       *procPolicy
+	procs         procTable
+	binaryRefused bool
 
 	// netWaited records that the host function in progress sent a
 	// request to the network (httpStart), which is a real wait.
@@ -303,6 +309,7 @@ func (x *Extension) run(ctx context.Context, inst *instance, cs *callState, fn a
 	wd.stop()
 	inst.cur.Store(nil)
 	cs.closeHandles()
+	cs.closeProcs()
 
 	res.output = cs.output
 	switch {

@@ -34,6 +34,9 @@ type InstanceConfig struct {
 	// KV is the store of the kv namespace of a tool extension whose
 	// manifest sets kv = true (kv.go); nil: its kv calls are denied.
 	KV durable.KV
+	// Process binds an extension whose manifest declares [process] to its
+	// pinned binary and account directory (process.go); nil for others.
+	Process *ProcessBinding
 }
 
 // binding is an extension bound to one InstanceConfig.
@@ -42,6 +45,7 @@ type binding struct {
 	id     string
 	config []byte
 	net    *netPolicy
+	proc   *procPolicy
 	kv     *kvSpace
 }
 
@@ -68,6 +72,15 @@ func (x *Extension) bind(ic InstanceConfig) (*binding, error) {
 	b := &binding{x: x, id: ic.ID, config: cfg}
 	if x.m.KV && ic.KV != nil {
 		b.kv = &kvSpace{store: ic.KV, ext: x.m.ID}
+	}
+	if ic.Process != nil || x.m.Process != nil {
+		if ic.Process == nil {
+			return nil, wrap(errors.New("the manifest declares [process] but no binary is bound"))
+		}
+		var err error
+		if b.proc, err = newProcPolicy(x, ic.Process); err != nil {
+			return nil, wrap(err)
+		}
 	}
 	if x.m.HasNetwork() {
 		ep, err := ResolveEndpoint(x.m, ic.Settings)
@@ -116,7 +129,7 @@ func (x *Extension) ToolSet(ic InstanceConfig) (runtime.ToolSet, error) {
 // keeps the run goroutine within its initial stack.
 func (b *binding) call(ctx context.Context, cs *callState, invalid protocol.Code) ([]byte, error) {
 	x := b.x
-	cs.config, cs.net = b.config, b.net
+	cs.config, cs.net, cs.procPol = b.config, b.net, b.proc
 	if ctx.Err() != nil {
 		return nil, protocol.Wrap(protocol.CodeCancelled, context.Cause(ctx))
 	}
@@ -126,7 +139,7 @@ func (b *binding) call(ctx context.Context, cs *callState, invalid protocol.Code
 	}
 	res := x.invoke(ctx, inst, cs)
 	x.pool.release(ctx, inst, l, res.discard)
-	if !res.cancelled && !res.watchdog && res.err == nil && cs.violation == "" && res.status == abi.StatusOK {
+	if !res.cancelled && !res.watchdog && res.err == nil && cs.violation == "" && res.status == abi.StatusOK && !cs.binaryRefused {
 		return res.output, nil
 	}
 	return nil, b.callFailed(ctx, cs, &res, invalid)
@@ -183,6 +196,11 @@ func (b *binding) callFailed(ctx context.Context, cs *callState, res *callResult
 	case res.err != nil:
 		x.log.Error("extension call failed in the host", "instance", b.id, "op", cs.op.String(), "err", res.err)
 		return protocol.Wrap(protocol.CodeInternalError, cause(res.err))
+	}
+	if cs.binaryRefused {
+		// The pinned binary changed or vanished since it was verified:
+		// the operator's fix, whatever the guest made of the refusal.
+		return protocol.Wrap(protocol.CodeProviderExtensionUnavail, fmt.Errorf("extension %s: op %s: the pinned binary was refused", x.pin, cs.op))
 	}
 	if cs.noCredential && res.status == abi.StatusError {
 		// Whatever the guest made of the refused request, the cause is
