@@ -368,6 +368,17 @@ func withDefaultPort(o string) string {
 	return o
 }
 
+// ExactOrigin is CanonicalOrigin for an origin that must be written
+// exactly as scheme://host[:port] (the canonical form, the default port
+// optional): what an operator or a manifest lists.
+func ExactOrigin(raw string) (string, error) {
+	c, err := CanonicalOrigin(raw)
+	if err == nil && c != raw && c != withDefaultPort(raw) {
+		err = fmt.Errorf("must be written exactly as scheme://host[:port]")
+	}
+	return c, err
+}
+
 // CanonicalOrigin parses an origin written as scheme://host[:port] (no path,
 // query, fragment or user info) and returns scheme://host:port with the
 // default port filled in and the host lower-cased. http is allowed only for

@@ -210,6 +210,11 @@ func load(ctx context.Context, pin Pin, opts Options) (_ *Extension, err error) 
 		return nil, fmt.Errorf("%w: MaxInstances %d is negative", ErrInstanceConfig, opts.MaxInstances)
 	}
 	x := &Extension{pin: pin, m: m, opts: opts}
+	if t := time.Duration(m.Limits.TimeoutMs) * time.Millisecond; t > 0 && (x.opts.TurnTimeout == 0 || t < x.opts.TurnTimeout) {
+		// The manifest's own bound on a call (a fetch tool's), or the
+		// operator's turn timeout when that is smaller.
+		x.opts.TurnTimeout = t
+	}
 	x.log = opts.logger().With("extension", pin.String())
 	memMiB := m.Limits.MemoryMiB
 	if opts.MemoryMiB > 0 {

@@ -42,6 +42,10 @@ type netPolicy struct {
 	allowed  map[string]bool // canonical origins of the manifest
 	endpoint string          // canonical operator-configured origin, or ""
 	epAddr   string          // its host:port, for the dial-time check
+	// literal are the host:port of operator-allowlisted origins that name
+	// an address (or loopback) literally: the dialer may reach them even
+	// when they are not public (fetch.go).
+	literal map[string]bool
 	// h1 runs requests on the calling goroutine (h1client.go); client,
 	// net/http's Transport, serves what h1 does not (roundTrip), and every
 	// request when h1 is nil (tests and benchmarks compare the two).
@@ -142,7 +146,7 @@ func (np *netPolicy) dial(ctx context.Context, network, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	allowPrivate := np.epAddr != "" && strings.EqualFold(addr, np.epAddr)
+	allowPrivate := (np.epAddr != "" && strings.EqualFold(addr, np.epAddr)) || np.literal[strings.ToLower(addr)]
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}

@@ -90,6 +90,11 @@ func (x *Extension) bind(ic InstanceConfig) (*binding, error) {
 		if b.net, err = newNetPolicy(x, ep, ic.Secrets); err != nil {
 			return nil, wrap(err)
 		}
+		origins, err := ResolveAllowOrigins(x.m, ic.Settings)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		b.net.allowOperatorOrigins(origins)
 	}
 	return b, nil
 }
