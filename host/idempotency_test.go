@@ -22,6 +22,7 @@ import (
 	"adhost/runtime/durable"
 	"adhost/runtime/idempotency"
 	"adhost/runtime/protocol"
+	"adhost/runtime/sessions"
 	"adhost/store"
 )
 
@@ -159,7 +160,12 @@ func newIdemEnv(t testing.TB, o idemOptions) *idemEnv {
 		opts.Idempotency = env.keys
 		opts.Features = []string{"idempotency"}
 	}
-	s := NewServer(opts)
+	env.url = serveIdem(t, NewServer(opts))
+	return env
+}
+
+// serveIdem serves s on a loopback httptest server until the test ends.
+func serveIdem(t testing.TB, s *Server) string {
 	s.SetReady()
 	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.Config = s.newHTTPServer()
@@ -172,8 +178,7 @@ func newIdemEnv(t testing.TB, o idemOptions) *idemEnv {
 		}
 		ts.Close()
 	})
-	env.url = ts.URL
-	return env
+	return ts.URL
 }
 
 // idemResponse is one answer: status, and either the JSON body or the
@@ -904,4 +909,72 @@ func benchRounds(n, k int) []int {
 		}
 	}
 	return out
+}
+
+// A keyed session turn (wire-extensions §3.5): the replay returns the
+// recorded outcome without moving the revision forward, needs the current
+// continue grant, and cannot bring back a deleted session.
+func TestIdempotencySessionTurnReplay(t *testing.T) {
+	prov := &sessProvider{started: make(chan struct{}, 4)}
+	eng, err := runtime.New(runtime.Options{
+		Providers: []*runtime.ProviderInstance{{ID: "hist", Vendor: "test", AuthMode: "none", AccountID: "acct", Models: []string{"m"},
+			Capabilities: map[string]bool{"historyContinuation": true, "textStreaming": true}, Provider: prov}},
+		IdempotencyKeys: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := durable.NewMemory()
+	m, err := sessions.New(context.Background(), st, sessions.Config{Retention: time.Hour, HostID: "host-1", Providers: eng.Providers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close) // after the server's shutdown (cleanups run last first)
+	keys, err := idempotency.New(st, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"sessions.create", "sessions.read", "sessions.continue", "sessions.delete"}
+	url := serveIdem(t, NewServer(ServerOptions{Engine: eng, Sessions: m, Idempotency: keys, Tokens: []Token{
+		{ID: "a", Subject: "alice", Secret: sessAlice, Providers: []string{"hist"}, Ops: all},
+		{ID: "n", Subject: "alice", Secret: sessNoGrants, Providers: []string{"hist"}, Ops: []string{"sessions.read"}},
+	}}))
+	env := &sessEnv{url: url, prov: prov, kv: st, m: m}
+
+	sess := env.create(t, sessAlice, "hist", "history")
+	rev := sess.Session.Revision
+	body := sessBody("hist", "hello", sess.Session.ID, rev, `,"idempotencyKey":"turn-1"`)
+	status, first := env.post(t, sessAlice, "/v1/runs", body, "")
+	if status != http.StatusOK {
+		t.Fatalf("turn: %d %s", status, first)
+	}
+	after := env.state(t, sess.Session.ID).Revision
+	if after != rev+1 {
+		t.Fatalf("revision after the turn %d, want %d", after, rev+1)
+	}
+	prov.mu.Lock()
+	turns := len(prov.seen)
+	prov.mu.Unlock()
+
+	status, again := env.post(t, sessAlice, "/v1/runs", body, "")
+	if status != http.StatusOK || !bytes.Equal(again, first) {
+		t.Errorf("replay: %d %s, want %s", status, again, first)
+	}
+	if got := env.state(t, sess.Session.ID).Revision; got != after {
+		t.Errorf("revision after the replay %d, want %d (not moved)", got, after)
+	}
+	prov.mu.Lock()
+	if len(prov.seen) != turns {
+		t.Errorf("the replay called the provider")
+	}
+	prov.mu.Unlock()
+
+	status, b := env.post(t, sessNoGrants, "/v1/runs", body, "")
+	wantError(t, "replay without the continue grant", status, b, http.StatusForbidden, protocol.CodeForbidden)
+
+	if err := env.client(t, sessAlice).DeleteSession(t.Context(), sess.Session.ID); err != nil {
+		t.Fatal(err)
+	}
+	status, b = env.post(t, sessAlice, "/v1/runs", body, "")
+	wantError(t, "replay of a deleted session's turn", status, b, http.StatusNotFound, protocol.CodeSessionNotFound)
 }

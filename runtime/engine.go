@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"adhost/runtime/protocol"
@@ -110,12 +111,13 @@ const (
 // Engine validates, admits and executes runs. It is safe for concurrent
 // use.
 type Engine struct {
-	providers    map[string]*ProviderInstance
-	providerList []*ProviderInstance
-	tools        map[string]*hostTool
-	limits       Limits
-	maxRunning   int
-	maxSubject   int
+	// cfg is the configuration new runs validate against; Reconfigure
+	// replaces it whole, and a run keeps the one it was admitted under.
+	cfg atomic.Pointer[engineConfig]
+	// maxRunning and maxSubject are the admission limits, guarded by mu
+	// (with the counters they bound).
+	maxRunning int
+	maxSubject int
 	usageSink    UsageSink
 	hostID       string
 	log          *slog.Logger
@@ -148,12 +150,22 @@ type hostTool struct {
 	exec   ToolExecutor
 }
 
+// engineConfig is what Reconfigure may change: the provider instances,
+// the host tools and the run limits. It is immutable once published.
+type engineConfig struct {
+	providers    map[string]*ProviderInstance
+	providerList []*ProviderInstance
+	tools        map[string]*hostTool
+	limits       Limits
+	// inflight counts the runs admitted under this configuration, so a
+	// replaced configuration's extensions are closed only once its runs
+	// are done (Reconfigure's drained channel).
+	inflight sync.WaitGroup
+}
+
 // New checks opts and compiles every tool input schema.
 func New(opts Options) (*Engine, error) {
 	e := &Engine{
-		providers: make(map[string]*ProviderInstance, len(opts.Providers)),
-		tools:     make(map[string]*hostTool, len(opts.Tools)),
-		limits:    opts.Limits,
 		// The admission limits are defaults an operator may raise
 		// (wire-extensions §11.1): honoured as given, never lowered.
 		maxRunning: orDefault(opts.MaxConcurrent, DefaultMaxConcurrent),
@@ -173,14 +185,39 @@ func New(opts Options) (*Engine, error) {
 	if e.hostID == "" {
 		e.hostID = newUUID()
 	}
+	if err := checkAdmission(e.maxRunning, e.maxSubject); err != nil {
+		return nil, err
+	}
+	c, err := newEngineConfig(&opts)
+	if err != nil {
+		return nil, err
+	}
+	e.cfg.Store(c)
+	e.base, e.cancelBase = context.WithCancelCause(context.Background())
+	return e, nil
+}
+
+// checkAdmission refuses admission limits out of range (never lowers one).
+func checkAdmission(maxRunning, maxSubject int) error {
+	switch {
+	case maxRunning < 1 || maxRunning > MaxConcurrentLimit:
+		return fmt.Errorf("runtime: MaxConcurrent %d out of range 1..%d", maxRunning, MaxConcurrentLimit)
+	case maxSubject < 1 || maxSubject > maxRunning:
+		return fmt.Errorf("runtime: MaxPerSubject %d out of range 1..%d (MaxConcurrent)", maxSubject, maxRunning)
+	}
+	return nil
+}
+
+// newEngineConfig checks the providers, tools and limits of opts and
+// compiles every tool's schemas.
+func newEngineConfig(opts *Options) (*engineConfig, error) {
+	c := &engineConfig{
+		providers: make(map[string]*ProviderInstance, len(opts.Providers)),
+		tools:     make(map[string]*hostTool, len(opts.Tools)),
+		limits:    opts.Limits,
+	}
 	if opts.Limits.MaxSteps < 0 || opts.Limits.MaxOutputTokens < 0 || opts.Limits.IdleTimeout < 0 {
 		return nil, errors.New("runtime: negative limit")
-	}
-	switch {
-	case e.maxRunning < 1 || e.maxRunning > MaxConcurrentLimit:
-		return nil, fmt.Errorf("runtime: MaxConcurrent %d out of range 1..%d", e.maxRunning, MaxConcurrentLimit)
-	case e.maxSubject < 1 || e.maxSubject > e.maxRunning:
-		return nil, fmt.Errorf("runtime: MaxPerSubject %d out of range 1..%d (MaxConcurrent)", e.maxSubject, e.maxRunning)
 	}
 	for _, p := range opts.Providers {
 		switch {
@@ -188,11 +225,11 @@ func New(opts Options) (*Engine, error) {
 			return nil, errors.New("runtime: provider instance without id")
 		case p.Provider == nil:
 			return nil, fmt.Errorf("runtime: provider %q has no Provider", p.ID)
-		case e.providers[p.ID] != nil:
+		case c.providers[p.ID] != nil:
 			return nil, fmt.Errorf("runtime: duplicate provider %q", p.ID)
 		}
-		e.providers[p.ID] = p
-		e.providerList = append(e.providerList, p)
+		c.providers[p.ID] = p
+		c.providerList = append(c.providerList, p)
 	}
 	for _, t := range opts.Tools {
 		switch {
@@ -200,7 +237,7 @@ func New(opts Options) (*Engine, error) {
 			return nil, errors.New("runtime: tool without name")
 		case t.Set == nil:
 			return nil, fmt.Errorf("runtime: tool %q has no ToolSet", t.Def.Name)
-		case e.tools[t.Def.Name] != nil:
+		case c.tools[t.Def.Name] != nil:
 			return nil, fmt.Errorf("runtime: duplicate tool %q", t.Def.Name)
 		}
 		raw := t.Def.InputSchema
@@ -217,10 +254,46 @@ func New(opts Options) (*Engine, error) {
 				return nil, fmt.Errorf("runtime: tool %q output schema: %w", t.Def.Name, err)
 			}
 		}
-		e.tools[t.Def.Name] = ht
+		c.tools[t.Def.Name] = ht
 	}
-	e.base, e.cancelBase = context.WithCancelCause(context.Background())
-	return e, nil
+	return c, nil
+}
+
+// Reconfigure switches new runs to the providers, tools, limits and
+// admission limits of opts, atomically: a run validated after it returns
+// sees only the new configuration, and a run admitted before keeps the
+// provider instances, tools and limits it was admitted with until it ends.
+// The other fields of opts (usage sink, host id, hooks, run store,
+// idempotency) are the engine's for life and are ignored. Running runs
+// count against the new admission limits; lowering them admits nothing
+// new until enough have ended, and preempts nothing.
+//
+// drained is closed once every run admitted under the replaced
+// configuration has ended: only then may the caller close what only that
+// configuration used (extensions).
+func (e *Engine) Reconfigure(opts Options) (drained <-chan struct{}, err error) {
+	maxRunning := orDefault(opts.MaxConcurrent, DefaultMaxConcurrent)
+	maxSubject := orDefault(opts.MaxPerSubject, DefaultMaxPerSubject)
+	if err := checkAdmission(maxRunning, maxSubject); err != nil {
+		return nil, err
+	}
+	c, err := newEngineConfig(&opts)
+	if err != nil {
+		return nil, err
+	}
+	// Under mu, so a run is admitted either under the old configuration
+	// (and counted in its inflight before the swap completes) or validated
+	// against the new one.
+	e.mu.Lock()
+	old := e.cfg.Swap(c)
+	e.maxRunning, e.maxSubject = maxRunning, maxSubject
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		old.inflight.Wait()
+		close(done)
+	}()
+	return done, nil
 }
 
 // features are the /v1/protocol features this engine implements, in the
@@ -243,7 +316,7 @@ func (e *Engine) Features() []string {
 
 // Providers returns the configured instances in configuration order.
 func (e *Engine) Providers() []*ProviderInstance {
-	return append([]*ProviderInstance(nil), e.providerList...)
+	return append([]*ProviderInstance(nil), e.cfg.Load().providerList...)
 }
 
 // Start validates req (wire-core §3.3), re-checks shutdown, authorizes p,
@@ -263,28 +336,40 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 	if mode != ModeJSON && mode != ModeStream {
 		return nil, fmt.Errorf("runtime: invalid mode %d", mode)
 	}
-	pl, err := e.validate(req)
-	if err != nil {
-		return nil, err
-	}
-	if e.isShuttingDown() {
-		return nil, protocol.New(protocol.CodeHostShuttingDown)
-	}
-	if err := authorize(p, req); err != nil {
-		return nil, err
-	}
-	if err := e.admit(p.Subject); err != nil {
-		return nil, err
+	var pl *plan
+	for {
+		var err error
+		if pl, err = e.validate(req); err != nil {
+			return nil, err
+		}
+		if e.isShuttingDown() {
+			return nil, protocol.New(protocol.CodeHostShuttingDown)
+		}
+		if err := authorize(p, req); err != nil {
+			return nil, err
+		}
+		err = e.admit(p.Subject, pl.cfg)
+		if err == errStaleConfig {
+			continue // Reconfigure ran since validate: validate again
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	rs, err := pl.reserve()
 	if err != nil {
 		e.release(p.Subject)
+		pl.cfg.inflight.Done()
 		e.runs.Done()
 		return nil, err
 	}
 	// From here the run's context exists and must be cancelled on every
 	// path, or the engine's base context would keep it forever.
 	r := newRun(e, p, req, pl, mode)
+	if opts.RunID != "" {
+		r.id = opts.RunID
+	}
 	if len(rs) > 0 {
 		r.reservations = rs
 		r.ctx = WithReservations(r.ctx, rs...)
@@ -378,11 +463,19 @@ func (e *Engine) isShuttingDown() bool {
 // admit takes a slot (no queue: a full host or subject is BUSY) and
 // registers the run with the shutdown wait group under the same lock as the
 // shutdown flag, so no run starts once Shutdown waits.
-func (e *Engine) admit(subject string) error {
+//
+// The run is counted in the inflight group of cfg, the configuration it
+// was validated against — under mu, which Reconfigure holds to swap the
+// configuration, so a replaced configuration never gains a run after its
+// drain began: errStaleConfig then asks the caller to validate again.
+func (e *Engine) admit(subject string, cfg *engineConfig) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.shutting {
 		return protocol.New(protocol.CodeHostShuttingDown)
+	}
+	if cfg != e.cfg.Load() {
+		return errStaleConfig
 	}
 	if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
 		return protocol.New(protocol.CodeBusy)
@@ -390,8 +483,13 @@ func (e *Engine) admit(subject string) error {
 	e.running++
 	e.perSubject[subject]++
 	e.runs.Add(1)
+	cfg.inflight.Add(1)
 	return nil
 }
+
+// errStaleConfig: the configuration changed between validation and
+// admission.
+var errStaleConfig = errors.New("runtime: configuration replaced")
 
 func (e *Engine) release(subject string) {
 	e.mu.Lock()

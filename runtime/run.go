@@ -117,6 +117,7 @@ func newRun(e *Engine, p *Principal, req *protocol.RunRequest, pl *plan, mode Mo
 func (r *Run) releaseSlot() {
 	r.e.release(r.subject)
 	releaseAll(r.reservations)
+	r.plan.cfg.inflight.Done()
 }
 
 // ID returns the run id (a lowercase UUID, the events' runId).

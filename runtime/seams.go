@@ -215,6 +215,10 @@ type StartOptions struct {
 	// error fails the run instead (a *protocol.Error keeps its code). It is
 	// not called for a run that fails or is cancelled.
 	Complete func(res *protocol.RunResult, native json.RawMessage) error
+	// RunID, when set, is the run's id (a lowercase UUID) instead of a
+	// new one: a durable job announces its runId at submission, before
+	// the run exists. The caller guarantees it is unique.
+	RunID string
 }
 
 // applyOptions attaches opts to a newly admitted run.

@@ -11,6 +11,7 @@ import (
 
 // plan is what validation resolved for one run.
 type plan struct {
+	cfg             *engineConfig // the configuration the run was validated against
 	inst            *ProviderInstance
 	tools           []*hostTool // in request order
 	toolByName      map[string]*hostTool
@@ -54,7 +55,8 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		return nil, protocol.New(protocol.CodeIdempotencyUnavailable)
 	}
 	// 5. provider
-	inst := e.providers[req.Provider]
+	cfg := e.cfg.Load()
+	inst := cfg.providers[req.Provider]
 	if inst == nil {
 		return nil, protocol.New(protocol.CodeUnknownProvider)
 	}
@@ -94,12 +96,12 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		return nil, protocol.New(protocol.CodeApplicationToolsUnavail)
 	}
 	// 20. every selected tool is registered
-	pl := &plan{inst: inst}
+	pl := &plan{inst: inst, cfg: cfg}
 	if len(req.Tools) > 0 {
 		pl.toolByName = make(map[string]*hostTool, len(req.Tools))
 	}
 	for _, name := range req.Tools {
-		ht := e.tools[name]
+		ht := cfg.tools[name]
 		if ht == nil {
 			return nil, protocol.New(protocol.CodeUnknownTool)
 		}
@@ -124,9 +126,9 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		pl.output = s
 	}
 
-	pl.maxSteps = effective(req.MaxSteps, DefaultMaxSteps, e.limits.MaxSteps)
-	pl.maxOutputTokens = effective(req.MaxOutputTokens, DefaultMaxOutputTokens, e.limits.MaxOutputTokens)
-	pl.idle = e.limits.IdleTimeout
+	pl.maxSteps = effective(req.MaxSteps, DefaultMaxSteps, cfg.limits.MaxSteps)
+	pl.maxOutputTokens = effective(req.MaxOutputTokens, DefaultMaxOutputTokens, cfg.limits.MaxOutputTokens)
+	pl.idle = cfg.limits.IdleTimeout
 	if req.IdleTimeoutMs != nil && *req.IdleTimeoutMs > 0 {
 		d := time.Duration(*req.IdleTimeoutMs) * time.Millisecond
 		if pl.idle == 0 || d < pl.idle {

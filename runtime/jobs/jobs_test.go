@@ -1,0 +1,739 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"log/slog"
+
+	"adhost/abi"
+	"adhost/runtime"
+	"adhost/runtime/durable"
+	"adhost/runtime/protocol"
+)
+
+// fakeProvider answers by input: "block" waits until cancelled, "tool"
+// calls the count tool once and then answers, anything else is echoed as
+// one text delta.
+type fakeProvider struct{ started chan string }
+
+func (f *fakeProvider) Complete(ctx context.Context, in *abi.CompleteInput, sink runtime.TurnSink) (*abi.CompleteOutput, error) {
+	input := in.Messages[0].Content
+	if f.started != nil {
+		select {
+		case f.started <- input:
+		default:
+		}
+	}
+	switch {
+	case input == "block":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case input == "tool" && in.Step == 1:
+		return &abi.CompleteOutput{ToolCalls: []abi.ToolCall{{ID: "c1", Name: "count", Arguments: json.RawMessage(`{}`)}}}, nil
+	case input == "big":
+		sink.Text(strings.Repeat("x", 40_000))
+		return &abi.CompleteOutput{Text: strings.Repeat("x", 40_000), FinishReason: "stop"}, nil
+	}
+	sink.Text("echo:" + input)
+	return &abi.CompleteOutput{Text: "echo:" + input, FinishReason: "stop"}, nil
+}
+
+func (f *fakeProvider) Inspect(context.Context) (*abi.InspectOutput, error) {
+	return &abi.InspectOutput{Code: "DISCOVERY_UNSUPPORTED"}, nil
+}
+
+// countTools counts executions: the side effect a crash must never repeat.
+type countTools struct{ n atomic.Int64 }
+
+func (c *countTools) Tools(context.Context) ([]abi.ToolDef, error) { return nil, nil }
+func (c *countTools) Invoke(ctx context.Context, call abi.ToolCall, progress func()) (json.RawMessage, error) {
+	c.n.Add(1)
+	return json.RawMessage(`{"ok":true}`), nil
+}
+
+type harness struct {
+	t      *testing.T
+	store  *durable.Memory
+	engine *runtime.Engine
+	prov   *fakeProvider
+	tools  *countTools
+	users  map[string]*runtime.Principal // by credential digest
+	mu     sync.Mutex
+	now    atomic.Int64 // unix ms; 0: real clock
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, store: durable.NewMemory(), prov: &fakeProvider{started: make(chan string, 16)}, tools: &countTools{}, users: map[string]*runtime.Principal{}}
+	e, err := runtime.New(runtime.Options{
+		Providers: []*runtime.ProviderInstance{{ID: "p", AccountID: "acct", Models: []string{"m"},
+			Capabilities: map[string]bool{"tools": true, "textStreaming": true}, Provider: h.prov}},
+		Tools: []*runtime.Tool{{Def: abi.ToolDef{Name: "count", InputSchema: json.RawMessage(`{"type":"object"}`)}, Set: h.tools}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine = e
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
+	return h
+}
+
+// user registers a credential of subject with the given job ops.
+func (h *harness) user(digest, subject string, ops ...string) *runtime.Principal {
+	p := &runtime.Principal{TokenID: digest, Subject: subject, CredentialDigest: digest,
+		Providers: map[string]bool{"p": true}, Tools: map[string]bool{"count": true}, Ops: map[string]bool{}}
+	for _, op := range ops {
+		p.Ops["jobs."+op] = true
+	}
+	h.mu.Lock()
+	h.users[digest] = p
+	h.mu.Unlock()
+	return p
+}
+
+func (h *harness) revoke(digest string) {
+	h.mu.Lock()
+	delete(h.users, digest)
+	h.mu.Unlock()
+}
+
+func (h *harness) options() Options {
+	return Options{
+		Store: h.store, Engine: h.engine, HostID: "host-1",
+		Resolve: func(d string) *runtime.Principal {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.users[d]
+		},
+		Account:      func(p string) string { return map[string]string{"p": "acct"}[p] },
+		Retention:    time.Hour,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{h.t}, nil)),
+		PollInterval: 10 * time.Millisecond,
+		Lease:        3 * time.Second,
+		Now: func() time.Time {
+			if ms := h.now.Load(); ms != 0 {
+				return time.UnixMilli(ms)
+			}
+			return time.Now()
+		},
+	}
+}
+
+func (h *harness) open(o Options) *Service {
+	h.t.Helper()
+	s, err := Open(context.Background(), o)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+func req(input string, tools ...string) *protocol.RunRequest {
+	return &protocol.RunRequest{Provider: "p", Model: "m", Input: input, Tools: tools}
+}
+
+// wait polls until the job is in a state accepted by ok.
+func wait(t *testing.T, s *Service, p *runtime.Principal, id string, ok func(Info) bool) Info {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := s.Read(context.Background(), p, id)
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		if ok(info) {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s stuck in %s", id, info.State)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func terminal(i Info) bool { return terminalState(i.State) }
+
+func allEvents(t *testing.T, s *Service, p *runtime.Principal, id string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	after := uint64(0)
+	for {
+		page, err := s.Events(context.Background(), p, id, after, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range page.Events {
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		after = page.NextCursor
+		if !page.HasMore {
+			return out
+		}
+	}
+}
+
+func types(evs []map[string]any) string {
+	var ts []string
+	for _, e := range evs {
+		ts = append(ts, e["type"].(string))
+	}
+	return strings.Join(ts, ",")
+}
+
+func TestSubmitRunsToCompletion(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read", "cancel")
+	s := h.open(h.options())
+	s.Start()
+	info, err := s.Submit(context.Background(), alice, "k1", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != StateQueued || info.Cursor != 0 || !info.ExpiresAt.IsZero() || info.RunID == "" {
+		t.Fatalf("submitted: %+v", info)
+	}
+	done := wait(t, s, alice, info.ID, terminal)
+	if done.State != StateCompleted || done.Cursor < 2 || !done.ExpiresAt.After(done.UpdatedAt) || done.UpdatedAt.Before(done.CreatedAt) {
+		t.Fatalf("completed: %+v", done)
+	}
+	evs := allEvents(t, s, alice, info.ID)
+	if got := types(evs); got != "run.started,step.started,text.delta,run.completed" {
+		t.Fatalf("events %s", got)
+	}
+	for i, e := range evs {
+		if e["runId"] != info.RunID || e["sequence"].(float64) != float64(i+1) {
+			t.Fatalf("event %d: %v (runId %s)", i, e, info.RunID)
+		}
+	}
+	b, _ := json.Marshal(done)
+	if !strings.Contains(string(b), `"expiresAt":"`) || !strings.Contains(string(b), `"state":"completed"`) {
+		t.Fatalf("JobInfo JSON %s", b)
+	}
+
+	// Same key and request: the original job. Another request: conflict.
+	again, err := s.Submit(context.Background(), alice, "k1", req("hello"))
+	if err != nil || again.ID != info.ID {
+		t.Fatalf("resubmit: %+v %v", again, err)
+	}
+	if _, err := s.Submit(context.Background(), alice, "k1", req("other")); protocol.CodeOf(err) != protocol.CodeIdempotencyConflict {
+		t.Fatalf("changed request: %v", err)
+	}
+	// Keys are per subject: bob's k1 is a new job, and alice's is not his.
+	bob := h.user("b1", "bob", "submit", "read", "cancel")
+	bj, err := s.Submit(context.Background(), bob, "k1", req("other"))
+	if err != nil || bj.ID == info.ID {
+		t.Fatalf("bob submit: %+v %v", bj, err)
+	}
+	for name, call := range map[string]func() error{
+		"read":   func() error { _, err := s.Read(context.Background(), bob, info.ID); return err },
+		"cancel": func() error { _, err := s.Cancel(context.Background(), bob, info.ID); return err },
+		"events": func() error { _, err := s.Events(context.Background(), bob, info.ID, 0, 0); return err },
+	} {
+		if err := call(); protocol.CodeOf(err) != protocol.CodeJobNotFound {
+			t.Errorf("bob %s of alice's job: %v", name, err)
+		}
+	}
+}
+
+func TestSubmitRules(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read", "cancel")
+	reader := h.user("a2", "alice", "read")
+	s := h.open(h.options())
+	key := "k"
+	idem := "x"
+	for _, tc := range []struct {
+		name string
+		p    *runtime.Principal
+		req  *protocol.RunRequest
+		want protocol.Code
+	}{
+		{"no submit grant", reader, req("hi"), protocol.CodeForbidden},
+		{"session", alice, &protocol.RunRequest{Provider: "p", Model: "m", Input: "hi", Session: json.RawMessage(`{}`)}, protocol.CodeJobRequestUnsupported},
+		{"approvals", alice, &protocol.RunRequest{Provider: "p", Model: "m", Input: "hi", Approvals: json.RawMessage(`{}`)}, protocol.CodeJobRequestUnsupported},
+		{"application tools", alice, &protocol.RunRequest{Provider: "p", Model: "m", Input: "hi", ApplicationTools: json.RawMessage(`[]`)}, protocol.CodeJobRequestUnsupported},
+		{"idempotency key", alice, &protocol.RunRequest{Provider: "p", Model: "m", Input: "hi", IdempotencyKey: &idem}, protocol.CodeJobRequestUnsupported},
+		{"unknown provider", alice, &protocol.RunRequest{Provider: "q", Model: "m", Input: "hi"}, protocol.CodeUnknownProvider},
+		{"unsupported model", alice, &protocol.RunRequest{Provider: "p", Model: "z", Input: "hi"}, protocol.CodeUnsupportedModel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.Submit(context.Background(), tc.p, key, tc.req); protocol.CodeOf(err) != tc.want {
+				t.Fatalf("got %v, want %s", err, tc.want)
+			}
+		})
+	}
+	// Read and cancel need their grants, events need read.
+	info, err := s.Submit(context.Background(), alice, "ok", req("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitter := h.user("a3", "alice", "submit")
+	if _, err := s.Read(context.Background(), submitter, info.ID); protocol.CodeOf(err) != protocol.CodeForbidden {
+		t.Errorf("read without grant: %v", err)
+	}
+	if _, err := s.Cancel(context.Background(), reader, info.ID); protocol.CodeOf(err) != protocol.CodeForbidden {
+		t.Errorf("cancel without grant: %v", err)
+	}
+	// A token of the same subject without the provider grant.
+	narrow := h.user("a4", "alice", "read")
+	narrow.Providers = map[string]bool{}
+	if _, err := s.Read(context.Background(), narrow, info.ID); protocol.CodeOf(err) != protocol.CodeForbidden {
+		t.Errorf("read without provider grant: %v", err)
+	}
+	if _, err := s.Read(context.Background(), reader, info.ID); err != nil {
+		t.Errorf("read by another token of the subject: %v", err)
+	}
+	if _, err := s.Read(context.Background(), reader, "00000000-0000-4000-8000-000000000000"); protocol.CodeOf(err) != protocol.CodeJobNotFound {
+		t.Errorf("unknown id: %v", err)
+	}
+
+	// No explicit account binding.
+	o := h.options()
+	o.HostID = ""
+	h2 := newHarness(t)
+	o.Store, o.Engine = h2.store, h2.engine
+	s2 := h2.open(o)
+	if _, err := s2.Submit(context.Background(), alice, "k", req("hi")); protocol.CodeOf(err) != protocol.CodeJobAccountRequired {
+		t.Errorf("no host id: %v", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read", "cancel")
+	s := h.open(h.options())
+	// Queued (the worker is not started): cancelled at once.
+	q, err := s.Submit(context.Background(), alice, "q", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Cancel(context.Background(), alice, q.ID)
+	if err != nil || c.State != StateCancelled || c.Cursor != 2 {
+		t.Fatalf("cancel queued: %+v %v", c, err)
+	}
+	evs := allEvents(t, s, alice, q.ID)
+	if types(evs) != "run.started,run.cancelled" || evs[1]["error"].(map[string]any)["code"] != "CANCELLED" || evs[0]["runId"] != q.RunID {
+		t.Fatalf("cancelled queued events: %v", evs)
+	}
+	// Terminal: unchanged.
+	if again, err := s.Cancel(context.Background(), alice, q.ID); err != nil || again != c {
+		t.Fatalf("cancel terminal: %+v %v", again, err)
+	}
+	// Running: cancelRequested, then run.cancelled.
+	s.Start()
+	r, err := s.Submit(context.Background(), alice, "r", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s, alice, r.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	rc, err := s.Cancel(context.Background(), alice, r.ID)
+	if err != nil || !rc.CancelRequested {
+		t.Fatalf("cancel running: %+v %v", rc, err)
+	}
+	done := wait(t, s, alice, r.ID, terminal)
+	if done.State != StateCancelled || !done.CancelRequested {
+		t.Fatalf("cancelled running: %+v", done)
+	}
+	if got := types(allEvents(t, s, alice, r.ID)); !strings.HasSuffix(got, ",run.cancelled") {
+		t.Fatalf("events %s", got)
+	}
+}
+
+// crash abandons a service as kill -9 would: no Stop, no release. Its
+// goroutines go on, but every write it tries after the takeover is fenced.
+func TestTakeoverInterruptsRunningAndKeepsQueued(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read", "cancel")
+	o := h.options()
+	o.Workers = 1
+	s1, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s1.Stop(context.Background()) })
+	s1.Start()
+	running, err := s1.Submit(context.Background(), alice, "run", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s1, alice, running.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	queued, err := s1.Submit(context.Background(), alice, "queued", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second owner with another identity cannot open the store.
+	other := o
+	other.HostID = "host-2"
+	if _, err := Open(context.Background(), other); protocol.CodeOf(err) != protocol.CodeJobWorkerBusy {
+		t.Fatalf("second owner: %v", err)
+	}
+	// The same host, restarted: it takes over at once.
+	s2 := h.open(o)
+	info, err := s2.Read(context.Background(), alice, running.ID)
+	if err != nil || info.State != StateInterrupted {
+		t.Fatalf("after takeover: %+v %v", info, err)
+	}
+	evs := allEvents(t, s2, alice, running.ID)
+	last := evs[len(evs)-1]
+	e := last["error"].(map[string]any)
+	if last["type"] != "run.failed" || e["code"] != "JOB_INTERRUPTED" || e["outcome"] != "uncertain" || e["retryable"] != false {
+		t.Fatalf("interrupt event %v", last)
+	}
+	if q, _ := s2.Read(context.Background(), alice, queued.ID); q.State != StateQueued {
+		t.Fatalf("queued job after takeover: %+v", q)
+	}
+	// The old owner's run, cancelled now, cannot append after the takeover.
+	s1.mu.Lock()
+	runs := s1.activeRunsLocked()
+	s1.mu.Unlock()
+	for _, r := range runs {
+		r.Cancel(nil)
+		<-r.Done()
+	}
+	if got := types(allEvents(t, s2, alice, running.ID)); got != types(evs) {
+		t.Fatalf("old owner appended after takeover: %s, was %s", got, types(evs))
+	}
+	s2.Start()
+	if q := wait(t, s2, alice, queued.ID, terminal); q.State != StateCompleted {
+		t.Fatalf("queued job: %+v", q)
+	}
+	// Interrupted jobs never run again.
+	time.Sleep(50 * time.Millisecond)
+	if info, _ := s2.Read(context.Background(), alice, running.ID); info.State != StateInterrupted {
+		t.Fatalf("interrupted job changed: %+v", info)
+	}
+}
+
+func TestTakeoverToolNeverRepeated(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	o := h.options()
+	s1, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s1.Stop(context.Background()) })
+	s1.Start()
+	j, err := s1.Submit(context.Background(), alice, "tool", req("tool", "count"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s1, alice, j.ID, terminal)
+	if n := h.tools.n.Load(); n != 1 {
+		t.Fatalf("tool ran %d times", n)
+	}
+	s2 := h.open(o)
+	s2.Start()
+	info, _ := s2.Read(context.Background(), alice, j.ID)
+	if info.State != StateCompleted {
+		t.Fatalf("after takeover: %+v", info)
+	}
+	got := types(allEvents(t, s2, alice, j.ID))
+	if !strings.Contains(got, "tool.called,tool.completed") {
+		t.Fatalf("events %s", got)
+	}
+	if n := h.tools.n.Load(); n != 1 {
+		t.Fatalf("tool ran %d times after takeover", n)
+	}
+}
+
+// A crash between the terminal append and the record update: the log's
+// terminal event wins.
+func TestTakeoverAdoptsCommittedTerminal(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	o := h.options()
+	s1 := h.open(o)
+	j, err := s1.Submit(context.Background(), alice, "k", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hand-made state: record running, log ending in run.completed.
+	e, _ := h.store.Get(context.Background(), recordKey(j.ID))
+	var rec record
+	_ = json.Unmarshal(e.Value, &rec)
+	rec.State = StateRunning
+	b, _ := json.Marshal(rec)
+	if _, err := h.store.Update(context.Background(), recordKey(j.ID), b, e.Revision); err != nil {
+		t.Fatal(err)
+	}
+	ev1 := syntheticStarted(&rec, 1, time.Now())
+	ev2 := []byte(`{"type":"run.completed","runId":"` + rec.RunID + `","sequence":2,"timestamp":"2026-01-01T00:00:00.000Z","result":{}}`)
+	if _, err := h.store.Append(context.Background(), eventLog(j.ID), 0, ev1, ev2); err != nil {
+		t.Fatal(err)
+	}
+	s2 := h.open(o)
+	info, _ := s2.Read(context.Background(), alice, j.ID)
+	if info.State != StateCompleted || info.Cursor != 2 {
+		t.Fatalf("adopted: %+v", info)
+	}
+}
+
+func TestCleanStopInterrupts(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	o := h.options()
+	s1, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Start()
+	j, err := s1.Submit(context.Background(), alice, "k", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s1, alice, j.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	if err := s1.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Read(context.Background(), alice, j.ID); protocol.CodeOf(err) != protocol.CodeJobsUnavailable {
+		t.Fatalf("read after stop: %v", err)
+	}
+	// The lease is free: another identity may open now.
+	other := o
+	other.HostID = "host-2"
+	s2 := h.open(other)
+	info, _ := s2.Read(context.Background(), alice, j.ID)
+	if info.State != StateInterrupted {
+		t.Fatalf("after clean stop: %+v", info)
+	}
+	evs := allEvents(t, s2, alice, j.ID)
+	if e := evs[len(evs)-1]; e["type"] != "run.failed" || e["error"].(map[string]any)["code"] != "JOB_INTERRUPTED" {
+		t.Fatalf("last event %v", e)
+	}
+}
+
+func TestDispatchChecks(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	reader := h.user("a2", "alice", "read")
+	o := h.options()
+	s := h.open(o)
+	revoked, err := s.Submit(context.Background(), alice, "revoked", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.revoke("a1")
+	s.Start()
+	info := wait(t, s, reader, revoked.ID, terminal)
+	evs := allEvents(t, s, reader, revoked.ID)
+	if info.State != StateFailed || types(evs) != "run.started,run.failed" || evs[1]["error"].(map[string]any)["code"] != "FORBIDDEN" {
+		t.Fatalf("revoked: %+v %v", info, evs)
+	}
+	_ = s.Stop(context.Background())
+
+	// The provider's account changed since submission.
+	h.user("a1", "alice", "submit", "read")
+	o2 := o
+	s2 := h.open(o2)
+	moved, err := s2.Submit(context.Background(), alice, "moved", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s2.Stop(context.Background())
+	o3 := o
+	o3.Account = func(string) string { return "elsewhere" }
+	s3 := h.open(o3)
+	s3.Start()
+	info = wait(t, s3, reader, moved.ID, terminal)
+	evs = allEvents(t, s3, reader, moved.ID)
+	if info.State != StateFailed || evs[1]["error"].(map[string]any)["code"] != "JOB_ACCOUNT_CHANGED" {
+		t.Fatalf("account changed: %+v %v", info, evs)
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	bob := h.user("b1", "bob", "submit", "read")
+	o := h.options()
+	o.MaxJobs, o.MaxJobsPerSubject = 3, 2
+	s := h.open(o)
+	for i, k := range []string{"1", "2"} {
+		if _, err := s.Submit(context.Background(), alice, k, req("hello")); err != nil {
+			t.Fatalf("alice %d: %v", i, err)
+		}
+	}
+	if _, err := s.Submit(context.Background(), alice, "3", req("hello")); protocol.CodeOf(err) != protocol.CodeJobStoreFull {
+		t.Fatalf("per subject edge: %v", err)
+	}
+	// A resubmission is not a new job.
+	if _, err := s.Submit(context.Background(), alice, "1", req("hello")); err != nil {
+		t.Fatalf("resubmit at capacity: %v", err)
+	}
+	if _, err := s.Submit(context.Background(), bob, "1", req("hello")); err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	if _, err := s.Submit(context.Background(), bob, "2", req("hello")); protocol.CodeOf(err) != protocol.CodeJobStoreFull {
+		t.Fatalf("total edge: %v", err)
+	}
+
+	// maxJobBytes: one record.
+	o = h.options()
+	h2 := newHarness(t)
+	o.Store, o.Engine = h2.store, h2.engine
+	o.MaxJobBytes = 16384
+	s2 := h2.open(o)
+	h2.user("a1", "alice", "submit", "read")
+	if _, err := s2.Submit(context.Background(), alice, "big", req(strings.Repeat("y", 20000))); protocol.CodeOf(err) != protocol.CodeJobRecordLimit {
+		t.Fatalf("record over maxJobBytes: %v", err)
+	}
+	// An event log past maxJobBytes interrupts the job.
+	s2.Start()
+	j, err := s2.Submit(context.Background(), alice, "bigout", req("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := wait(t, s2, alice, j.ID, terminal)
+	evs := allEvents(t, s2, alice, j.ID)
+	if info.State != StateInterrupted || evs[len(evs)-1]["error"].(map[string]any)["code"] != "JOB_INTERRUPTED" {
+		t.Fatalf("over maxJobBytes: %+v %s", info, types(evs))
+	}
+}
+
+func TestRetentionTombstones(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	o := h.options()
+	o.Retention = time.Minute
+	s := h.open(o)
+	s.Start()
+	j, err := s.Submit(context.Background(), alice, "k", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := wait(t, s, alice, j.ID, terminal)
+	h.now.Store(done.ExpiresAt.UnixMilli() + 1)
+	s.mu.Lock()
+	s.nextMaint = time.Time{}
+	s.mu.Unlock()
+	s.maintain()
+	if _, err := s.Read(context.Background(), alice, j.ID); protocol.CodeOf(err) != protocol.CodeJobExpired {
+		t.Fatalf("read expired: %v", err)
+	}
+	if _, err := s.Submit(context.Background(), alice, "k", req("hello")); protocol.CodeOf(err) != protocol.CodeJobExpired {
+		t.Fatalf("resubmit expired: %v", err)
+	}
+	if _, err := s.Submit(context.Background(), alice, "k", req("changed")); protocol.CodeOf(err) != protocol.CodeIdempotencyConflict {
+		t.Fatalf("reuse expired key: %v", err)
+	}
+	if last, _ := h.store.Last(context.Background(), eventLog(j.ID)); last != 0 {
+		t.Fatalf("log kept after retention: %d", last)
+	}
+	e, _ := h.store.Get(context.Background(), recordKey(j.ID))
+	if strings.Contains(string(e.Value), "hello") || len(e.Value) > 400 {
+		t.Fatalf("tombstone keeps payload: %s", e.Value)
+	}
+}
+
+func TestEventPages(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	s := h.open(h.options())
+	s.Start()
+	j, err := s.Submit(context.Background(), alice, "k", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := wait(t, s, alice, j.ID, terminal)
+	p, err := s.Events(context.Background(), alice, j.ID, 1, 2)
+	if err != nil || len(p.Events) != 2 || p.NextCursor != 3 || !p.HasMore {
+		t.Fatalf("middle page: %+v %v", p, err)
+	}
+	p, err = s.Events(context.Background(), alice, j.ID, info.Cursor, 0)
+	if err != nil || len(p.Events) != 0 || p.NextCursor != info.Cursor || p.HasMore {
+		t.Fatalf("empty page at cursor: %+v %v", p, err)
+	}
+	if _, err := s.Events(context.Background(), alice, j.ID, info.Cursor+1, 0); protocol.CodeOf(err) != protocol.CodeInvalidJobCursor {
+		t.Fatalf("after > cursor: %v", err)
+	}
+	b, _ := json.Marshal(p)
+	if !strings.Contains(string(b), `"events":[]`) {
+		t.Fatalf("empty page JSON %s", b)
+	}
+}
+
+// Fair dispatch: one job per subject per round, the start rotating.
+func TestPickRoundRobin(t *testing.T) {
+	s := &Service{o: Options{Workers: 3}, queues: map[string][]*job{}, blocked: map[string]bool{}}
+	mk := func(subj, id string) *job { return &job{subject: subj, rec: record{ID: id, Subject: subj}} }
+	for _, j := range []*job{mk("a", "a1"), mk("a", "a2"), mk("a", "a3"), mk("a", "a4"), mk("b", "b1"), mk("c", "c1"), mk("c", "c2")} {
+		s.enqueueLocked(j, false)
+	}
+	ids := func(js []*job) string {
+		var out []string
+		for _, j := range js {
+			out = append(out, j.rec.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := ids(s.pick()); got != "a1,b1,c1" {
+		t.Fatalf("round 1: %s", got)
+	}
+	s.active = 0
+	s.blocked["a"] = true // a answered BUSY: it sits out
+	if got := ids(s.pick()); got != "c2" {
+		t.Fatalf("round 2: %s", got)
+	}
+	s.active = 0
+	clear(s.blocked)
+	if got := ids(s.pick()); got != "a2,a3,a4" {
+		t.Fatalf("round 3: %s", got)
+	}
+	s.wg.Add(-7)
+}
+
+func TestConcurrentSubmitters(t *testing.T) {
+	h := newHarness(t)
+	o := h.options()
+	o.MaxJobs, o.MaxJobsPerSubject = 1000, 1000
+	s := h.open(o)
+	s.Start()
+	var wg sync.WaitGroup
+	ids := make([][]string, 4)
+	for c := range 4 {
+		p := h.user(string(rune('a'+c)), "subject-"+string(rune('a'+c)), "submit", "read")
+		wg.Go(func() {
+			for i := range 25 {
+				key := "k" + string(rune('a'+i%26)) + string(rune('0'+i/26))
+				info, err := s.Submit(context.Background(), p, key, req("hello"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[c] = append(ids[c], info.ID)
+			}
+			for _, id := range ids[c] {
+				if info := wait(t, s, p, id, terminal); info.State != StateCompleted {
+					t.Errorf("%s: %s", id, info.State)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if errors.Is(context.Background().Err(), context.Canceled) {
+		t.Fatal("unreachable")
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
