@@ -21,6 +21,7 @@ import (
 	"adhost/runtime/durable"
 	"adhost/runtime/protocol"
 	"adhost/runtime/sessions"
+	"adhost/store"
 )
 
 // The tests of conversation-sessions over real HTTP (wire-extensions §3):
@@ -94,14 +95,14 @@ func (p *sessProvider) last() *abi.CompleteInput {
 type sessEnv struct {
 	url  string
 	prov *sessProvider
-	kv   *durable.Memory
+	kv   sessions.Store
 	log  *lockedBuffer
 	m    *sessions.Manager
 }
 
 type sessOptions struct {
 	cfg           sessions.Config
-	kv            *durable.Memory
+	kv            sessions.Store
 	prov          *sessProvider
 	caps          map[string]bool // of provider "hist"; nil: historyContinuation
 	maxPerSubject int
@@ -113,7 +114,7 @@ type sessOptions struct {
 // capability), all with model "m", and tokens: alice and alice2 (one
 // subject, every grant), bob (another subject, every grant), nogrants
 // (providers only) and noprov (session grants, no provider grant).
-func newSessEnv(t *testing.T, o sessOptions) *sessEnv {
+func newSessEnv(t testing.TB, o sessOptions) *sessEnv {
 	t.Helper()
 	if o.prov == nil {
 		o.prov = &sessProvider{started: make(chan struct{}, 16)}
@@ -640,4 +641,59 @@ func TestSessionSubjects(t *testing.T) {
 	wantError(t, "read without the provider grant", st, b, 403, protocol.CodeForbidden)
 	st, b = e.post(t, sessNoGrants, "/v1/sessions/delete", `{"id":"`+sa.Session.ID+`"}`, "")
 	wantError(t, "delete without grant", st, b, 403, protocol.CodeForbidden)
+}
+
+// BenchmarkSessionTurn is one JSON-mode session turn over HTTP (Begin's
+// CAS, the run, the commit's CAS) against a plain run, with the sessions
+// on the in-memory store and on the Badger store (two synced commits per
+// turn). A session takes 49 turns at max_messages 100; then a new one is
+// created (not timed).
+func BenchmarkSessionTurn(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		kv   func(b *testing.B) sessions.Store
+	}{
+		{"plain", nil},
+		{"memory", func(*testing.B) sessions.Store { return durable.NewMemory() }},
+		{"badger", func(b *testing.B) sessions.Store {
+			st, err := store.Open(b.TempDir(), store.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			return st
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			o := sessOptions{}
+			if tc.kv != nil {
+				o.kv = tc.kv(b)
+			}
+			e := newSessEnv(b, o)
+			c, _ := client.New(e.url, client.WithToken(sessAlice))
+			ctx := context.Background()
+			var id string
+			var rev int64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req := &protocol.RunRequest{Provider: "hist", Model: "m", Input: "x"}
+				if tc.kv != nil {
+					if id == "" || rev == 49 {
+						b.StopTimer()
+						s, err := c.CreateSession(ctx, &client.SessionCreate{Provider: "hist", Model: "m", Mode: "history"})
+						if err != nil {
+							b.Fatal(err)
+						}
+						id, rev = s.Session.ID, 0
+						b.StartTimer()
+					}
+					req.Session = client.SessionRef(id, rev)
+				}
+				if _, err := c.Run(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				rev++
+			}
+		})
+	}
 }
