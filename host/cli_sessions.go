@@ -32,7 +32,7 @@ func cliSessions(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Lo
 		MaxMessages:    s.MaxMessages,
 		MaxRecordBytes: s.MaxRecordBytes,
 		HostID:         cfg.Usage.HostID,
-		Providers:      h.engine.Providers(),
+		Source:         h.engine, // a reload changes the instances in place
 		Logger:         log,
 	})
 	if err != nil {

@@ -49,7 +49,14 @@ type Config struct {
 	// host has no persistent identity, so no provider has an explicit
 	// account (SESSION_ACCOUNT_REQUIRED).
 	HostID string
-	// Providers are the engine's provider instances (Engine.Providers).
+	// Source gives the provider instances as they are now
+	// (*runtime.Engine: a configuration reload can change an instance's
+	// account, models or capabilities, and the checks must see that).
+	// Nil: Providers, fixed.
+	Source interface {
+		Providers() []*runtime.ProviderInstance
+	}
+	// Providers are the provider instances when there is no Source.
 	Providers []*runtime.ProviderInstance
 	// Logger; nil discards. Now is the clock; nil is time.Now.
 	Logger *slog.Logger
@@ -413,7 +420,17 @@ func (m *Manager) sweep(ctx context.Context) {
 }
 
 // instance returns the configured provider instance id, or nil.
-func (m *Manager) instance(id string) *runtime.ProviderInstance { return m.insts[id] }
+func (m *Manager) instance(id string) *runtime.ProviderInstance {
+	if m.cfg.Source == nil {
+		return m.insts[id]
+	}
+	for _, p := range m.cfg.Source.Providers() {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
+}
 
 // Create is POST /v1/sessions/create: body is the SessionCreate JSON; the
 // answer is the SessionSnapshot JSON.

@@ -384,3 +384,53 @@ func TestBeginContextUnsupported(t *testing.T) {
 		t.Fatalf("after giving the turn back: %+v %v", got.Session, err)
 	}
 }
+
+// source is a provider list that can change, as a reload changes the
+// engine's.
+type source struct {
+	mu    sync.Mutex
+	insts []*runtime.ProviderInstance
+}
+
+func (s *source) Providers() []*runtime.ProviderInstance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.insts
+}
+
+func (s *source) set(insts ...*runtime.ProviderInstance) {
+	s.mu.Lock()
+	s.insts = insts
+	s.mu.Unlock()
+}
+
+// TestProviderChangesWhileServing: with a Source, a changed account
+// binding or a withdrawn capability is seen by the next turn without a
+// restart.
+func TestProviderChangesWhileServing(t *testing.T) {
+	src := &source{}
+	e := newEnv(t, func(c *Config) { c.Source = src })
+	src.set(e.insts...)
+	m := e.open(t)
+	s := create(t, m, e.p, `{"provider":"p","model":"m","mode":"native"}`)
+	changed := *e.insts[0]
+	changed.AccountID = "other"
+	src.set(&changed)
+	if _, err := e.turn(t, m, s.Session.ID, 0, "x"); protocol.CodeOf(err) != protocol.CodeSessionAccountChanged {
+		t.Fatalf("account changed: %v", err)
+	}
+	noNative := *e.insts[0]
+	noNative.Capabilities = map[string]bool{"historyContinuation": true}
+	src.set(&noNative)
+	if _, err := e.turn(t, m, s.Session.ID, 0, "x"); protocol.CodeOf(err) != protocol.CodeUnsupportedContinuation {
+		t.Fatalf("capability withdrawn: %v", err)
+	}
+	src.set()
+	if _, err := e.turn(t, m, s.Session.ID, 0, "x"); protocol.CodeOf(err) != protocol.CodeSessionAccountChanged {
+		t.Fatalf("provider removed: %v", err)
+	}
+	src.set(e.insts...)
+	if _, err := e.turn(t, m, s.Session.ID, 0, "x"); err != nil {
+		t.Fatalf("binding back: %v", err)
+	}
+}
