@@ -19,6 +19,7 @@ import (
 	"adhost/client"
 	"adhost/runtime"
 	"adhost/runtime/durable"
+	"adhost/runtime/idempotency"
 	"adhost/runtime/protocol"
 	"adhost/runtime/sessions"
 	"adhost/store"
@@ -107,6 +108,7 @@ type sessOptions struct {
 	caps          map[string]bool // of provider "hist"; nil: historyContinuation
 	maxPerSubject int
 	off           bool // no sessions at all
+	keys          bool // idempotency keys too (on a memory store of their own)
 }
 
 // newSessEnv starts a host with providers "hist" (historyContinuation),
@@ -140,7 +142,7 @@ func newSessEnv(t testing.TB, o sessOptions) *sessEnv {
 	}
 	logBuf := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	eng, err := runtime.New(runtime.Options{Providers: insts, MaxPerSubject: o.maxPerSubject, Logger: logger})
+	eng, err := runtime.New(runtime.Options{Providers: insts, MaxPerSubject: o.maxPerSubject, Logger: logger, IdempotencyKeys: o.keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +172,13 @@ func newSessEnv(t testing.TB, o sessOptions) *sessEnv {
 		}
 		e.m = m
 		opts.Sessions, opts.Features = m, []string{"conversation-sessions"}
+	}
+	if o.keys {
+		keys, err := idempotency.New(durable.NewMemory(), idempotency.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Idempotency = keys
 	}
 	s := NewServer(opts)
 	s.SetReady()
@@ -641,6 +650,36 @@ func TestSessionSubjects(t *testing.T) {
 	wantError(t, "read without the provider grant", st, b, 403, protocol.CodeForbidden)
 	st, b = e.post(t, sessNoGrants, "/v1/sessions/delete", `{"id":"`+sa.Session.ID+`"}`, "")
 	wantError(t, "delete without grant", st, b, 403, protocol.CodeForbidden)
+}
+
+// TestSessionIdempotentReplay: a keyed session turn replayed returns the
+// recorded outcome — the same result and SessionInfo — without a model
+// call and without moving the revision; the replay still needs the
+// continue grant and the session itself (a deleted one cannot be replayed
+// into).
+func TestSessionIdempotentReplay(t *testing.T) {
+	e := newSessEnv(t, sessOptions{keys: true})
+	s := e.create(t, sessAlice, "hist", "history")
+	body := sessBody("hist", "one", s.Session.ID, 0, `,"idempotencyKey":"turn-1"`)
+	st, first := e.post(t, sessAlice, "/v1/runs", body, "")
+	if st != 200 || !bytes.Contains(first, []byte(`"revision":1`)) {
+		t.Fatalf("keyed turn: %d %s", st, first)
+	}
+	calls := len(e.prov.seen)
+	st, again := e.post(t, sessAlice, "/v1/runs", body, "")
+	if st != 200 || !bytes.Equal(again, first) || len(e.prov.seen) != calls {
+		t.Fatalf("replay: %d %s (first %s), model calls %d → %d", st, again, first, calls, len(e.prov.seen))
+	}
+	if in := e.state(t, s.Session.ID); in.Revision != 1 {
+		t.Fatalf("the replay moved the revision to %d", in.Revision)
+	}
+	st, b := e.post(t, sessNoGrants, "/v1/runs", body, "")
+	wantError(t, "replay without the continue grant", st, b, 403, protocol.CodeForbidden)
+	if err := e.client(t, sessAlice).DeleteSession(t.Context(), s.Session.ID); err != nil {
+		t.Fatal(err)
+	}
+	st, b = e.post(t, sessAlice, "/v1/runs", body, "")
+	wantError(t, "replay into a deleted session", st, b, 404, protocol.CodeSessionNotFound)
 }
 
 // BenchmarkSessionTurn is one JSON-mode session turn over HTTP (Begin's
