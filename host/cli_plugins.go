@@ -227,6 +227,7 @@ func cliPluginsVerify(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	failed := false
+	verified := map[string]*manifest.Manifest{}
 	for _, e := range exts {
 		x, err := cliLoadExtension(ctx, e, filepath.Join(cfg.Store.Path, "wasm-cache"), log)
 		if err != nil {
@@ -235,7 +236,14 @@ func cliPluginsVerify(ctx context.Context, env *cliEnv, args []string) int {
 			continue
 		}
 		fmt.Fprintf(env.stdout, "ok  %s  %s  sha256 %s\n", e.Ref(), x.Manifest().Kind, e.SHA256)
+		verified[e.Ref()] = x.Manifest()
 		x.Close(ctx)
+	}
+	// The local CLI binaries bound to providers and their account
+	// directories (cli_binaries.go).
+	if err := cliCheckBinaries(cfg, verified); err != nil {
+		env.fail("plugins verify", err)
+		failed = true
 	}
 	if failed {
 		return cliExitFail

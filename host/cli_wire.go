@@ -30,7 +30,7 @@ func cliBindProvider(ctx context.Context, x *wasm.Extension, p config.Provider) 
 	if err != nil {
 		return nil, err
 	}
-	prov, err := cliExtensionProvider(x, p.ID, settings, cliSecretFuncs(p.Secrets))
+	prov, err := cliBindCLIProvider(x, p, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +104,7 @@ func cliPrecheck(cfg *config.File) error {
 			errs = append(errs, fmt.Errorf("tools[%d]: extension %s is a %s extension, not a tool extension", i, t.Extension, m.Kind))
 		}
 	}
+	errs = append(errs, cliCheckBinaries(cfg, manifests)) // cli_binaries.go
 	return errors.Join(errs...)
 }
 

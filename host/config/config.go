@@ -12,6 +12,8 @@ type File struct {
 	Providers  []Provider  `toml:"providers"`
 	Tools      []Tools     `toml:"tools"`
 	Tokens     []Token     `toml:"tokens"`
+	// Binaries are the pinned local CLI binaries (binaries.go).
+	Binaries []Binary `toml:"binaries"`
 	// Sessions is [sessions]; nil when the table is absent.
 	Sessions *Sessions `toml:"sessions"`
 	// Idempotency is [idempotency]; nil when the table is absent.
@@ -117,6 +119,12 @@ type Provider struct {
 	Settings map[string]any `toml:"settings"`
 	// Secrets fill the manifest's credential slots by name.
 	Secrets map[string]SecretRef `toml:"secrets"`
+	// Binary and AccountDirectory bind a local CLI adapter's instance to
+	// a [[binaries]] id and its private account directory (binaries.go).
+	Binary           string `toml:"binary"`
+	AccountDirectory string `toml:"account_directory"`
+	// BinaryPin is the [[binaries]] entry Binary names, set by Validate.
+	BinaryPin *Binary `toml:"-"`
 }
 
 // Tools is one [[tools]] entry: host tools served by a tool extension.

@@ -55,6 +55,7 @@ func (f *File) Validate() error {
 	}
 	f.validateExtensions(p)
 	f.validateProviders(p)
+	f.validateBinaries(p)
 	toolNames := f.validateTools(p)
 	f.validateTokens(p, toolNames)
 	f.validateSessions(p)
