@@ -49,6 +49,9 @@ type fixtureCase struct {
 	Session              json.RawMessage `json:"session"`
 	SessionCreate        json.RawMessage `json:"sessionCreate"`
 	SessionIdentity      json.RawMessage `json:"sessionIdentity"`
+	JobSubmit            json.RawMessage `json:"jobSubmit"`
+	JobIdentity          json.RawMessage `json:"jobIdentity"`
+	JobEvents            json.RawMessage `json:"jobEvents"`
 
 	// versioning.json
 	Headers       map[string]string `json:"headers"`
@@ -107,7 +110,7 @@ func loadFixtures(t *testing.T, name string) fixtureFile {
 // correctly by itself (unnegotiated extension events, extension members of
 // a result that was not asked for, the context progress phase, cased
 // extra fields).
-var extensionPrefixes = []string{"context-", "retrieval-", "ingestion-", "approval-", "executor-", "job-"}
+var extensionPrefixes = []string{"context-", "retrieval-", "ingestion-", "approval-", "executor-"}
 
 var handledExtensionCases = map[string]bool{
 	"approval-unnegotiated":                true,
@@ -121,7 +124,7 @@ var handledExtensionCases = map[string]bool{
 }
 
 func isExtensionCase(c *fixtureCase) bool {
-	if c.Operation != "" && c.Operation != "providers" && c.Operation != "protocol" && !strings.HasPrefix(c.Operation, "session-") {
+	if c.Operation != "" && c.Operation != "providers" && c.Operation != "protocol" && !strings.HasPrefix(c.Operation, "session-") && !strings.HasPrefix(c.Operation, "job-") {
 		return true
 	}
 	for _, p := range extensionPrefixes {
@@ -339,6 +342,35 @@ func runFixture(t *testing.T, base []json.RawMessage, c *fixtureCase) error {
 		} else {
 			gotErr = cl.DeleteSession(ctx, id.ID)
 		}
+	case "job-submit":
+		var js struct {
+			Key     string
+			Request protocol.RunRequest
+		}
+		if err := json.Unmarshal(c.JobSubmit, &js); err != nil {
+			return err
+		}
+		_, gotErr = cl.SubmitJob(ctx, js.Key, &js.Request)
+	case "job-read", "job-cancel":
+		var id struct{ ID string }
+		if err := json.Unmarshal(c.JobIdentity, &id); err != nil {
+			return err
+		}
+		if c.Operation == "job-read" {
+			_, gotErr = cl.ReadJob(ctx, id.ID)
+		} else {
+			_, gotErr = cl.CancelJob(ctx, id.ID)
+		}
+	case "job-events":
+		var ev struct {
+			ID    string
+			After int64
+			Limit int
+		}
+		if err := json.Unmarshal(c.JobEvents, &ev); err != nil {
+			return err
+		}
+		_, gotErr = cl.JobEvents(ctx, ev.ID, ev.After, ev.Limit)
 	default:
 		return fmt.Errorf("operation %q not supported", c.Operation)
 	}

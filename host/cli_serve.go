@@ -98,6 +98,15 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 	if err != nil {
 		return env.fail("serve", err)
 	}
+	jobSvc, jobFeatures, err := cliJobs(ctx, cfg, h, log)
+	if err != nil {
+		return env.fail("serve", err)
+	}
+	if jobSvc != nil {
+		// Normally the server's Shutdown has stopped it (before the
+		// engine); this covers the early returns.
+		defer jobSvc.Stop(context.Background())
+	}
 	srv := NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
@@ -107,10 +116,14 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Logger:         log,
 		Status:         extensionStatus(h.extOrder),
 		Sessions:       sessTurns,
-		Features:       append(sessFeatures, idemFeatures...),
+		Features:       append(append(sessFeatures, idemFeatures...), jobFeatures...),
 		Idempotency:    idemKeys,
+		Jobs:           jobSvc,
 	})
 	srv.SetReady()
+	if jobSvc != nil {
+		jobSvc.Start()
+	}
 	startedAt := time.Now()
 	if oln, err := listenOperator(cfg.Store.Path); err != nil {
 		log.Warn("no operator endpoint: status, qualify and plugins list beside this host cannot reach it", "err", err)

@@ -50,6 +50,7 @@ func init() {
 		{"init", "write a starter host.toml, the data directory and a dev token", cliInit},
 		{"run", "run a prompt against a running host and print the result", cliRun},
 		{"sessions", "create | read ID | delete ID: conversation sessions of a running host", cliSessionsCmd},
+		{"jobs", "submit | read ID | events ID | cancel ID: durable jobs of a running host", cliJobsCmd},
 		{"plugins", "list | verify | inspect FILE.wasm | pin ID@VERSION FILE.wasm [--write]", cliPlugins},
 		{"qualify", "run the provider conformance scenarios and write a qualification report", cliQualify},
 		{"status", "status of a running host", cliStatus},

@@ -119,6 +119,10 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/v1/sessions/create", s.sessionRoute(sessionCreate)},
 		{http.MethodPost, "/v1/sessions/read", s.sessionRoute(sessionRead)},
 		{http.MethodPost, "/v1/sessions/delete", s.sessionRoute(sessionDelete)},
+		{http.MethodPost, "/v1/jobs/submit", s.jobRoute(s.jobSubmit)},
+		{http.MethodPost, "/v1/jobs/read", s.jobRoute(s.jobRead)},
+		{http.MethodPost, "/v1/jobs/cancel", s.jobRoute(s.jobCancel)},
+		{http.MethodPost, "/v1/jobs/events", s.jobRoute(s.jobEvents)},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"adhost/runtime"
 	"adhost/runtime/idempotency"
+	"adhost/runtime/jobs"
 )
 
 // Ingress timers (wire-core §1.4). They bound receiving a request, never
@@ -67,6 +68,10 @@ type ServerOptions struct {
 	// keys are IDEMPOTENCY_UNAVAILABLE. Set it exactly when the engine
 	// has Options.IdempotencyKeys.
 	Idempotency *idempotency.Keys
+	// Jobs serves /v1/jobs/* (durable-jobs); nil: those paths are
+	// unknown. Shutdown stops it before the engine, so its running jobs
+	// end interrupted rather than cancelled (wire-extensions §2.3).
+	Jobs *jobs.Service
 }
 
 // Host states (wire-core §1.2 step 2).
@@ -91,6 +96,7 @@ type Server struct {
 	extraFeatures []string
 	sessions      SessionTurns
 	idem          *idempotency.Keys
+	jobs          *jobs.Service
 
 	state atomic.Int32
 	tls   atomic.Bool
@@ -117,6 +123,7 @@ func NewServer(opts ServerOptions) *Server {
 		extraFeatures: opts.Features,
 		sessions:      opts.Sessions,
 		idem:          opts.Idempotency,
+		jobs:          opts.Jobs,
 	}
 	for _, o := range opts.AllowedOrigins {
 		s.origins[o] = true
@@ -213,6 +220,11 @@ func (s *Server) newHTTPServer() *http.Server {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.BeginShutdown()
 	var errs []error
+	if s.jobs != nil {
+		if err := s.jobs.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.engine != nil {
 		if err := s.engine.Shutdown(ctx); err != nil {
 			errs = append(errs, err)

@@ -18,6 +18,8 @@ type File struct {
 	Sessions *Sessions `toml:"sessions"`
 	// Idempotency is [idempotency]; nil when the table is absent.
 	Idempotency *Idempotency `toml:"idempotency"`
+	// Jobs is [jobs]; nil when the table is absent.
+	Jobs *Jobs `toml:"jobs"`
 
 	// Path is the file the configuration was loaded from (absolute), and
 	// Dir its directory; both empty for Parse without a path.

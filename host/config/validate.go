@@ -60,6 +60,7 @@ func (f *File) Validate() error {
 	f.validateTokens(p, toolNames)
 	f.validateSessions(p)
 	f.validateIdempotency(p)
+	f.validateJobs(p)
 	return p.err()
 }
 
