@@ -42,6 +42,35 @@ func killHard(t *testing.T, srv *server) {
 	<-srv.done
 }
 
+// pendingTurn streams req (a conformance:cancel turn) and returns once
+// the fixture reported progress, i.e. its model call is pending: ended
+// receives the stream's outcome, and *last is then the last event type.
+func pendingTurn(ctx context.Context, t *testing.T, c *client.Client, req *protocol.RunRequest) (ended chan error, last *string) {
+	t.Helper()
+	progressed := make(chan struct{})
+	ended, last = make(chan error, 1), new(string)
+	go func() {
+		_, err := c.Stream(ctx, req, func(ev client.Event) error {
+			*last = ev.Type
+			if ev.Type == client.EventRunProgress {
+				select {
+				case <-progressed:
+				default:
+					close(progressed)
+				}
+			}
+			return nil
+		})
+		ended <- err
+	}()
+	select {
+	case <-progressed:
+	case err := <-ended:
+		t.Fatalf("the pending turn ended early: %v", err)
+	}
+	return ended, last
+}
+
 // TestSessionsSurviveKill drives a native session of the real fixture
 // through the real binary across two kill -9 restarts: a committed turn
 // keeps its revision and native state (the follow-up after the restart is
@@ -91,26 +120,7 @@ func TestSessionsSurviveKill(t *testing.T) {
 	// its first progress report.
 	streamCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	progressed := make(chan struct{})
-	ended := make(chan error, 1)
-	go func() {
-		_, err := c.Stream(streamCtx, sessionTurn("conformance:cancel", id, 2), func(ev client.Event) error {
-			if ev.Type == client.EventRunProgress {
-				select {
-				case <-progressed:
-				default:
-					close(progressed)
-				}
-			}
-			return nil
-		})
-		ended <- err
-	}()
-	select {
-	case <-progressed:
-	case err := <-ended:
-		t.Fatalf("the pending turn ended early: %v", err)
-	}
+	ended, _ := pendingTurn(streamCtx, t, c, sessionTurn("conformance:cancel", id, 2))
 	if got, err := c.ReadSession(ctx, id); err != nil || got.Session.State != client.SessionRunning || got.Session.ExpiresAt != nil {
 		t.Fatalf("during the turn: %+v %v", got, err)
 	}
@@ -133,32 +143,12 @@ func TestSessionsSurviveKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	progressed = make(chan struct{})
-	var last string
-	go func() {
-		_, err := c.Stream(ctx, sessionTurn("conformance:cancel", other.Session.ID, 0), func(ev client.Event) error {
-			last = ev.Type
-			if ev.Type == client.EventRunProgress {
-				select {
-				case <-progressed:
-				default:
-					close(progressed)
-				}
-			}
-			return nil
-		})
-		ended <- err
-	}()
-	select {
-	case <-progressed:
-	case err := <-ended:
-		t.Fatalf("the pending turn ended early: %v", err)
-	}
+	ended, last := pendingTurn(ctx, t, c, sessionTurn("conformance:cancel", other.Session.ID, 0))
 	if err := c.DeleteSession(ctx, other.Session.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-ended; client.CodeOf(err) != protocol.CodeSessionDeleted || last != "run.cancelled" {
-		t.Fatalf("the deleted turn: %v (last event %s), want run.cancelled SESSION_DELETED", err, last)
+	if err := <-ended; client.CodeOf(err) != protocol.CodeSessionDeleted || *last != "run.cancelled" {
+		t.Fatalf("the deleted turn: %v (last event %s), want run.cancelled SESSION_DELETED", err, *last)
 	}
 
 	for what, text := range map[string]string{"log before the kill": log1, "log": srv.stderr.String()} {

@@ -85,9 +85,10 @@ func (s *Server) authenticate(r *http.Request) *runtime.Principal {
 	}
 	d := sha256.Sum256([]byte(tok))
 	var found *runtime.Principal
-	for i := range s.tokens {
-		if subtle.ConstantTimeCompare(d[:], s.tokens[i].digest[:]) == 1 && found == nil {
-			found = s.tokens[i].principal
+	tokens := s.live.Load().tokens
+	for i := range tokens {
+		if subtle.ConstantTimeCompare(d[:], tokens[i].digest[:]) == 1 && found == nil {
+			found = tokens[i].principal
 		}
 	}
 	return found

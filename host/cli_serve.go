@@ -125,11 +125,26 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		jobSvc.Start()
 	}
 	startedAt := time.Now()
+	rl := &cliReloader{path: *cfgPath, listen: *listen, data: *data, log: log, srv: srv, cfg: cfg, h: h}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				rl.reload(ctx) // logs its outcome
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	if oln, err := listenOperator(cfg.Store.Path); err != nil {
-		log.Warn("no operator endpoint: status, qualify and plugins list beside this host cannot reach it", "err", err)
+		log.Warn("no operator endpoint: status, reload, qualify and plugins list beside this host cannot reach it", "err", err)
 	} else {
-		go serveOperator(ctx, oln, &operatorServer{store: h.store, log: log, info: func() OperatorInfo {
-			return OperatorInfo{PID: os.Getpid(), Version: cliVersions(), Config: cfg.Path, StartedAt: startedAt, Status: srv.Status()}
+		go serveOperator(ctx, oln, &operatorServer{store: h.store, log: log, reload: rl.reload, info: func() OperatorInfo {
+			return OperatorInfo{PID: os.Getpid(), Version: cliVersions(), Config: cfg.Path, StartedAt: startedAt,
+				Reloads: int(rl.reloads.Load()), Status: srv.Status()}
 		}})
 	}
 	// Tests and scripts read this line to learn the address (--listen :0).
@@ -220,19 +235,8 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 			h.close()
 		}
 	}()
-	secrets, err := cfg.ResolveTokens()
-	if err != nil {
+	if h.tokens, err = cliTokens(cfg, log); err != nil {
 		return nil, err
-	}
-	for _, s := range secrets {
-		h.tokens = append(h.tokens, Token{
-			ID: s.Token.ID, Subject: s.Token.Subject, Secret: s.Value,
-			Providers: s.Token.Providers, Tools: s.Token.Tools,
-			Ops: s.Token.Grants.Ops(),
-		})
-		if s.Token.Grants.Unimplemented() {
-			log.Warn("token grants for approvals, application tools and retrieval are not implemented yet; ignored", "token", s.Token.ID)
-		}
 	}
 
 	if err := cliPrecheck(cfg); err != nil {
@@ -261,42 +265,20 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		sinks = append(sinks, h.jsonl)
 	}
 
-	var insts []*runtime.ProviderInstance
-	var errs []error
-	for i, p := range cfg.Providers {
-		inst, err := cliBindProvider(ctx, h.exts[p.Extension], p)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("providers[%d] (%s): %w", i, p.ID, err))
-			continue
-		}
-		insts = append(insts, inst)
+	insts, tools, toolNames, err := cliBindAll(ctx, cfg, h.exts, nil)
+	if err != nil {
+		return nil, err
 	}
-	var tools []*runtime.Tool
-	for i, t := range cfg.Tools {
-		ts, err := cliBindTools(ctx, h.exts[t.Extension], t)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("tools[%d] (%s): %w", i, t.Extension, err))
-			continue
-		}
-		tools = append(tools, ts...)
-		h.toolNames = append(h.toolNames, t.Names...)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
+	h.toolNames = toolNames
 
 	hostID := cfg.Usage.HostID
 	if hostID == "" {
 		hostID = cliRandomUUID()
 	}
 	h.engine, err = runtime.New(runtime.Options{
-		Providers: insts,
-		Tools:     tools,
-		Limits: runtime.Limits{
-			MaxSteps:        cfg.Limits.MaxSteps,
-			MaxOutputTokens: cfg.Limits.MaxOutputTokens,
-			IdleTimeout:     time.Duration(cfg.Limits.IdleTimeoutMs) * time.Millisecond,
-		},
+		Providers:     insts,
+		Tools:         tools,
+		Limits:        cliLimits(cfg),
 		MaxConcurrent: cfg.Limits.MaxConcurrentRuns,
 		MaxPerSubject: cfg.Limits.MaxConcurrentRunsPerSubject,
 		UsageSink:     sinks,

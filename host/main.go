@@ -54,6 +54,7 @@ func init() {
 		{"plugins", "list | verify | inspect FILE.wasm | pin ID@VERSION FILE.wasm [--write]", cliPlugins},
 		{"qualify", "run the provider conformance scenarios and write a qualification report", cliQualify},
 		{"status", "status of a running host", cliStatus},
+		{"reload", "make the running host re-read host.toml (as SIGHUP does)", cliReload},
 		{"doctor", "check a configuration: ports, TLS files, secrets, extensions, store", cliDoctor},
 		{"validate", "check the configuration file only, every problem with its line", cliValidate},
 		{"version", "print the adhost, Go, wazero and ABI versions", cliVersion},

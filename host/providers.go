@@ -28,8 +28,8 @@ func (s *Server) serveProviders(w http.ResponseWriter, r *http.Request, p *runti
 		}
 	}
 	var entries []discovery.Provider
-	if s.discovery != nil && len(granted) > 0 {
-		entries = s.discovery.Entries(r.Context(), granted, refresh)
+	if d := s.live.Load().discovery; d != nil && len(granted) > 0 {
+		entries = d.Entries(r.Context(), granted, refresh)
 	} else {
 		entries = make([]discovery.Provider, 0, len(granted))
 		for _, inst := range granted {

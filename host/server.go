@@ -84,14 +84,15 @@ const (
 // Server is the HTTP transport. Create it with NewServer; it answers
 // HOST_STARTING until SetReady.
 type Server struct {
-	engine    *runtime.Engine
-	discovery Discovery
-	tokens    []tokenEntry
+	engine *runtime.Engine
+	// live is what a reload replaces (Reconfigure): the token registry,
+	// the discovery cache and the extensions' status. A request reads it
+	// once.
+	live      atomic.Pointer[serverLive]
 	origins   map[string]bool
 	log       *slog.Logger
 	heartbeat time.Duration
 	router    *mux.Router // steps 7–8 of the pipeline: routes, after auth
-	status    StatusFunc
 	// extraFeatures are ServerOptions.Features.
 	extraFeatures []string
 	sessions      SessionTurns
@@ -113,18 +114,16 @@ type Server struct {
 func NewServer(opts ServerOptions) *Server {
 	s := &Server{
 		engine:    opts.Engine,
-		discovery: opts.Discovery,
-		tokens:    newTokenEntries(opts.Tokens),
 		origins:   make(map[string]bool, len(opts.AllowedOrigins)),
 		log:       opts.Logger,
 		heartbeat: opts.HeartbeatInterval,
-		status:    opts.Status,
 
 		extraFeatures: opts.Features,
 		sessions:      opts.Sessions,
 		idem:          opts.Idempotency,
 		jobs:          opts.Jobs,
 	}
+	s.live.Store(&serverLive{tokens: newTokenEntries(opts.Tokens), discovery: opts.Discovery, status: opts.Status})
 	for _, o := range opts.AllowedOrigins {
 		s.origins[o] = true
 	}
@@ -138,6 +137,33 @@ func NewServer(opts ServerOptions) *Server {
 	s.tls.Store(opts.TLS)
 	s.state.Store(stateStarting)
 	return s
+}
+
+// serverLive is the part of a Server a reload replaces.
+type serverLive struct {
+	tokens    []tokenEntry
+	discovery Discovery
+	status    StatusFunc
+}
+
+// Reconfigure replaces the bearer tokens, the discovery source and the
+// status source at once, for requests that start after it returns (a
+// reload of host.toml). Requests in flight keep what they authenticated
+// with.
+func (s *Server) Reconfigure(tokens []Token, d Discovery, st StatusFunc) {
+	s.live.Store(&serverLive{tokens: newTokenEntries(tokens), discovery: d, status: st})
+}
+
+// PrincipalByDigest returns the principal of the currently configured
+// token whose bearer has the SHA-256 hex digest d, or nil: durable work
+// re-resolves the grants of the credential that submitted it.
+func (s *Server) PrincipalByDigest(d string) *runtime.Principal {
+	for _, te := range s.live.Load().tokens {
+		if te.principal.CredentialDigest == d {
+			return te.principal
+		}
+	}
+	return nil
 }
 
 // Handler returns the request pipeline.

@@ -33,7 +33,10 @@ type RunsStatus struct {
 type ExtensionStatus struct {
 	ID      string `json:"id"`
 	Version string `json:"version"`
-	Kind    string `json:"kind"`
+	// SHA256 is the pinned digest in use for new runs (a reload may have
+	// changed it under the same version).
+	SHA256 string `json:"sha256"`
+	Kind   string `json:"kind"`
 	// Live instances are idle, in use or being created.
 	Live  int `json:"live"`
 	Idle  int `json:"idle"`
@@ -55,8 +58,8 @@ func (s *Server) Status() HostStatus {
 		Runs:       RunsStatus{Running: a.Running, Subjects: a.Subjects, MaxConcurrent: a.MaxConcurrent, MaxPerSubject: a.MaxPerSubject},
 		Extensions: []ExtensionStatus{},
 	}
-	if s.status != nil {
-		st.Extensions = s.status()
+	if f := s.live.Load().status; f != nil {
+		st.Extensions = f()
 	}
 	return st
 }
@@ -71,7 +74,7 @@ func extensionStatus(xs []*wasm.Extension) StatusFunc {
 		for _, x := range xs {
 			st, pin := x.Stats(), x.Pin()
 			out = append(out, ExtensionStatus{
-				ID: pin.ID, Version: pin.Version, Kind: string(x.Manifest().Kind),
+				ID: pin.ID, Version: pin.Version, SHA256: pin.SHA256, Kind: string(x.Manifest().Kind),
 				Live: st.Live, Idle: st.Idle, InUse: st.InUse, Warm: st.Warm, IdleMs: st.IdleTTL.Milliseconds(),
 				Cap: st.Cap, Reserved: st.Reserved,
 			})

@@ -242,10 +242,6 @@ func (s *Store) loadRev() error {
 	})
 }
 
-// DurableBatches returns how many group commits of durable operations the
-// store has made (benchmarks: commits per sync).
-func (s *Store) DurableBatches() int64 { return s.batches.Load() }
-
 // MaxValue returns the bound of one value, record or Append (MaxValueBytes,
 // or MaxValueBytesInMemory for an in-memory store).
 func (s *Store) MaxValue() int { return s.maxValue }
@@ -409,7 +405,9 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]du
 	err := s.view(ctx, func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = []byte(kvPrefix + prefix)
-		opts.PrefetchValues = limit > 0 && limit <= 100
+		if limit > 0 {
+			opts.PrefetchSize = min(limit, opts.PrefetchSize)
+		}
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		start := opts.Prefix

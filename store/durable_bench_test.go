@@ -67,7 +67,7 @@ func benchStore(b *testing.B) *Store {
 // calls i ≡ w (mod g), so per-goroutine state indexed by i%g is its own.
 func benchOps(b *testing.B, s *Store, g int, op func(i int) error) {
 	var failed atomic.Bool
-	batches0 := s.DurableBatches()
+	batches0 := s.batches.Load()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for w := range g {
@@ -81,5 +81,5 @@ func benchOps(b *testing.B, s *Store, g int, op func(i int) error) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64(s.DurableBatches()-batches0)/float64(b.N), "batches/op")
+	b.ReportMetric(float64(s.batches.Load()-batches0)/float64(b.N), "batches/op")
 }

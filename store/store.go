@@ -52,9 +52,9 @@ type Store struct {
 	dmu       sync.RWMutex
 	dclosed   bool
 	ops       chan *dop
-	rev       uint64 // last revision issued (committer only, after Open)
-	batches   atomic.Int64
-	opBudget  int64 // Badger's transaction limits, less the revision counter
+	rev       uint64       // last revision issued (committer only, after Open)
+	batches   atomic.Int64 // group commits made (benchmarks)
+	opBudget  int64        // Badger's transaction limits, less the revision counter
 	opCount   int64
 	maxValue  int
 	threshold int64

@@ -251,3 +251,33 @@ func TestClaimLifecycle(t *testing.T) {
 		t.Errorf("replayed run.completed %s", got)
 	}
 }
+
+// FuzzBuildReplay: no record content panics the replay, and a replay it
+// builds is contiguous from 1 and ends with exactly one terminal event.
+func FuzzBuildReplay(f *testing.F) {
+	f.Add([]byte("e" + string(ev("run.started", 1, `,"provider":"p","model":"m"`)) + "\x00r" + testTS + `{"runId":"x"}` + "\x00c" + `{"type":"run.completed","runId":"x","sequence":2`))
+	f.Add([]byte("e" + string(ev("run.failed", 3, `,"error":{"code":"X"}`))))
+	f.Add([]byte("e{\"type\":\"a\\\"\",\"sequence\":1}\x00r"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var recs []durable.Record
+		for _, part := range strings.Split(string(data), "\x00") {
+			recs = append(recs, durable.Record{Data: []byte(part)})
+		}
+		rp, err := buildReplay(recs, testReq)
+		if err != nil {
+			return
+		}
+		for i, e := range rp.Events {
+			if e.Sequence != int64(i+1) {
+				t.Fatalf("event %d has sequence %d", i, e.Sequence)
+			}
+			terminal := e.Type == runtime.EventRunCompleted || e.Type == runtime.EventRunFailed || e.Type == runtime.EventRunCancelled
+			if terminal != (i == len(rp.Events)-1) {
+				t.Fatalf("event %d (%s) of %d: terminal %v", i, e.Type, len(rp.Events), terminal)
+			}
+		}
+		if (rp.Err == nil) == (rp.Result == nil) {
+			t.Fatalf("outcome: err %v, result %q", rp.Err, rp.Result)
+		}
+	})
+}
