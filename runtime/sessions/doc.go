@@ -20,7 +20,12 @@
 // in StartOptions.Complete (history appended, native state stored,
 // revision+1, ready, before run.completed is committed), or, at the run's
 // terminal event, running→interrupted when model work had started
-// (step.started was seen) or running→ready when it had not.
+// (step.started was seen) or running→ready when it had not. The commit
+// happens before run.completed is sent, so a cancellation that lands
+// between the two leaves the turn committed while the client sees
+// run.cancelled; a read shows the new revision. A delete cancels the
+// turn's run first and then removes the record, so the turn ends as
+// run.cancelled SESSION_DELETED at whatever step it was.
 //
 // # Persistence: a deliberate difference from the reference
 //
