@@ -130,20 +130,29 @@ func jobInt(raw json.RawMessage, lo, hi int64) (int64, bool) {
 }
 
 func (s *Server) jobSubmit(ctx context.Context, p *runtime.Principal, body []byte) (any, error) {
+	key, req, err := decodeJobSubmit(body)
+	if err != nil {
+		return nil, err
+	}
+	return s.jobs.Submit(ctx, p, key, req)
+}
+
+// decodeJobSubmit decodes a {key, request} body.
+func decodeJobSubmit(body []byte) (string, *protocol.RunRequest, error) {
 	m, ok := jobMembers(body, "key", "request")
 	if !ok {
-		return nil, protocol.New(protocol.CodeInvalidJob)
+		return "", nil, protocol.New(protocol.CodeInvalidJob)
 	}
 	key, ok := jobString(m, "key", jobKeyPattern)
 	raw, has := m["request"]
 	if !ok || !has {
-		return nil, protocol.New(protocol.CodeInvalidJob)
+		return "", nil, protocol.New(protocol.CodeInvalidJob)
 	}
 	req, err := jobRequestFields.Decode(raw)
 	if err != nil {
-		return nil, protocol.Wrap(protocol.CodeInvalidJob, err)
+		return "", nil, protocol.Wrap(protocol.CodeInvalidJob, err)
 	}
-	return s.jobs.Submit(ctx, p, key, req)
+	return key, req, nil
 }
 
 // jobID decodes a {id} body.
@@ -176,28 +185,36 @@ func (s *Server) jobCancel(ctx context.Context, p *runtime.Principal, body []byt
 }
 
 func (s *Server) jobEvents(ctx context.Context, p *runtime.Principal, body []byte) (any, error) {
+	id, after, limit, err := decodeJobEvents(body)
+	if err != nil {
+		return nil, err
+	}
+	return s.jobs.Events(ctx, p, id, after, limit)
+}
+
+// decodeJobEvents decodes an {id, after, limit?} body.
+func decodeJobEvents(body []byte) (id string, after uint64, limit int, err error) {
 	bad := protocol.New(protocol.CodeInvalidJobCursor)
 	m, ok := jobMembers(body, "id", "after", "limit")
 	if !ok {
-		return nil, bad
+		return "", 0, 0, bad
 	}
-	id, ok := jobString(m, "id", jobIDPattern)
-	if !ok {
-		return nil, bad
+	if id, ok = jobString(m, "id", jobIDPattern); !ok {
+		return "", 0, 0, bad
 	}
 	rawAfter, ok := m["after"]
 	if !ok {
-		return nil, bad
+		return "", 0, 0, bad
 	}
-	after, ok := jobInt(rawAfter, 0, maxJobCursor)
+	a, ok := jobInt(rawAfter, 0, maxJobCursor)
 	if !ok {
-		return nil, bad
+		return "", 0, 0, bad
 	}
-	limit := int64(jobs.MaxPageEvents)
+	l := int64(jobs.MaxPageEvents)
 	if raw, has := m["limit"]; has {
-		if limit, ok = jobInt(raw, 1, jobs.MaxPageEvents); !ok {
-			return nil, bad
+		if l, ok = jobInt(raw, 1, jobs.MaxPageEvents); !ok {
+			return "", 0, 0, bad
 		}
 	}
-	return s.jobs.Events(ctx, p, id, uint64(after), int(limit))
+	return id, uint64(a), int(l), nil
 }

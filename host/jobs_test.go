@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"adhost/runtime/durable"
 	"adhost/runtime/jobs"
 	"adhost/runtime/protocol"
+	"adhost/store"
 )
 
 // The durable-jobs endpoints over real HTTP (wire-extensions §2): a Server
@@ -373,4 +376,200 @@ func TestJobsOff(t *testing.T) {
 			t.Errorf("%s with jobs off: %d", path, resp.StatusCode)
 		}
 	}
+}
+
+// benchJobs is a jobs.Service on a Badger store (durable commits, group
+// commit) with the fake provider, for the benchmarks of make bench.
+func benchJobs(b *testing.B, retention time.Duration) (*jobs.Service, *store.Store, []*runtime.Principal) {
+	b.Helper()
+	st, err := store.Open(b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fp := &fakeProvider{}
+	eng, err := runtime.New(runtime.Options{
+		Providers: []*runtime.ProviderInstance{{
+			ID: testProvider, Vendor: "test", AuthMode: "none", AccountID: "acct-1",
+			Models: []string{testModel}, Capabilities: map[string]bool{"textStreaming": true},
+			UsageSource: "synthetic", Provider: fp,
+		}},
+		MaxConcurrent: 64, MaxPerSubject: 64,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tokens []Token
+	for i := range 8 {
+		tokens = append(tokens, Token{ID: "b" + strconv.Itoa(i), Subject: "bench-" + strconv.Itoa(i), Secret: benchToken(i),
+			Providers: []string{testProvider}, Ops: []string{"jobs.submit", "jobs.read", "jobs.cancel"}})
+	}
+	byDigest := map[string]*runtime.Principal{}
+	var ps []*runtime.Principal
+	for _, te := range newTokenEntries(tokens) {
+		byDigest[te.principal.CredentialDigest] = te.principal
+		ps = append(ps, te.principal)
+	}
+	svc, err := jobs.Open(context.Background(), jobs.Options{
+		Store: st, Engine: eng, HostID: "bench-host",
+		Resolve:   func(d string) *runtime.Principal { return byDigest[d] },
+		Account:   func(string) string { return "acct-1" },
+		Retention: retention, MaxJobs: 100_000, MaxJobsPerSubject: 100_000, MaxBytes: 1 << 40, Workers: 64,
+		PollInterval: 10 * time.Millisecond,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc.Start()
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = svc.Stop(ctx)
+		_ = eng.Shutdown(ctx)
+		_ = st.Close()
+	})
+	return svc, st, ps
+}
+
+// runBenchJobs submits n jobs from 8 subjects at once and waits until all
+// have completed.
+func runBenchJobs(b *testing.B, svc *jobs.Service, ps []*runtime.Principal, prefix string, n int) []string {
+	ids := make([][]string, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			for k := i; k < n; k += len(ps) {
+				info, err := svc.Submit(context.Background(), p, prefix+strconv.Itoa(k), &protocol.RunRequest{Provider: testProvider, Model: testModel, Input: "hello"})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ids[i] = append(ids[i], info.ID)
+			}
+			for _, id := range ids[i] {
+				for {
+					info, err := svc.Read(context.Background(), p, id)
+					if protocol.CodeOf(err) == protocol.CodeJobExpired {
+						break // completed, and its retention is over already
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if info.State == jobs.StateCompleted {
+						break
+					}
+					if info.State != jobs.StateQueued && info.State != jobs.StateRunning {
+						b.Errorf("job %s: %s", id, info.State)
+						return
+					}
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var all []string
+	for _, l := range ids {
+		all = append(all, l...)
+	}
+	return all
+}
+
+// BenchmarkJobsSubmitToCompleted: jobs/s from submission to the committed
+// run.completed, 8 subjects submitting at once, every commit durable
+// (target ≥ 500/s on the 2-core machine).
+func BenchmarkJobsSubmitToCompleted(b *testing.B) {
+	svc, _, ps := benchJobs(b, time.Hour)
+	b.ResetTimer()
+	start := time.Now()
+	runBenchJobs(b, svc, ps, "k", b.N)
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+// BenchmarkJobsEventPages: full pages of a completed job read from the
+// store (target ≥ 5,000 pages/s).
+func BenchmarkJobsEventPages(b *testing.B) {
+	svc, _, ps := benchJobs(b, time.Hour)
+	ids := runBenchJobs(b, svc, ps[:1], "p", 64)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			page, err := svc.Events(context.Background(), ps[0], ids[i%len(ids)], 0, 0)
+			if err != nil || len(page.Events) < 3 {
+				b.Errorf("page: %d events, %v", len(page.Events), err)
+				return
+			}
+			i++
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pages/s")
+}
+
+// BenchmarkJobsStoreGrowth: what a completed job leaves in the store once
+// its retention has erased the payload — the tombstone and the key claim
+// (target ≤ 2 KiB per job).
+func BenchmarkJobsStoreGrowth(b *testing.B) {
+	svc, st, ps := benchJobs(b, time.Millisecond)
+	n := max(b.N, 200)
+	runBenchJobs(b, svc, ps, "g", n)
+	var entries []durable.Entry
+	waitFor(b, "tombstones", func() bool {
+		var err error
+		if entries, err = st.List(context.Background(), "jobs/v1/", "", 0); err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Key, "jobs/v1/job/") && !bytes.Contains(e.Value, []byte(`"tomb":true`)) {
+				return false
+			}
+		}
+		return true
+	})
+	total := 0
+	for _, e := range entries {
+		total += len(e.Key) + len(e.Value)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Key, "jobs/v1/job/") {
+			id := strings.TrimPrefix(e.Key, "jobs/v1/job/")
+			if last, _ := st.Last(context.Background(), "jobs/v1/ev/"+id); last != 0 {
+				b.Fatalf("log of %s kept after retention", id)
+			}
+		}
+	}
+	b.ReportMetric(float64(total)/float64(n), "bytes/job")
+}
+
+// FuzzJobBodies: the job body decoders never panic, fail only with their
+// schema codes, and accept only what re-encodes to the same request.
+func FuzzJobBodies(f *testing.F) {
+	for _, s := range []string{
+		`{"key":"k","request":{"provider":"p","model":"m","input":"x"}}`,
+		`{"id":"5b2e0c1a-8d4f-4e7b-9a31-0c6d2f8e4b17"}`,
+		`{"id":"5b2e0c1a-8d4f-4e7b-9a31-0c6d2f8e4b17","after":3,"limit":100}`,
+		`{"id":"x","after":-0}`, `{"after":1e2}`, `[]`, `{"key":null}`, `{"request":{"session":{}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, req, err := decodeJobSubmit(body); err != nil {
+			if c := protocol.CodeOf(err); c != protocol.CodeInvalidJob {
+				t.Fatalf("submit: %s", c)
+			}
+		} else if _, err := protocol.Fingerprint(req); err != nil {
+			t.Fatalf("accepted request has no fingerprint: %v", err)
+		}
+		if _, err := jobID(body); err != nil && protocol.CodeOf(err) != protocol.CodeInvalidJob {
+			t.Fatalf("id: %v", err)
+		}
+		if _, after, limit, err := decodeJobEvents(body); err != nil {
+			if protocol.CodeOf(err) != protocol.CodeInvalidJobCursor {
+				t.Fatalf("events: %v", err)
+			}
+		} else if after > maxJobCursor || limit < 1 || limit > jobs.MaxPageEvents {
+			t.Fatalf("events accepted after %d limit %d", after, limit)
+		}
+	})
 }
