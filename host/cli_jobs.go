@@ -20,8 +20,11 @@ import (
 // cliJobs opens durable jobs on the host's store when [jobs] enables them:
 // the lease is taken and the takeover scan run (every job a crash left
 // running becomes interrupted) before the host listens. Start the worker
-// once the server is ready; the server's Shutdown stops it.
-func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger) (*jobs.Service, []string, error) {
+// once the server is ready; the server's Shutdown stops it. resolve finds
+// the current principal of a credential digest (the server's tokens, as
+// a reload left them): dispatch re-checks a job's grants with it, and
+// only the worker calls it.
+func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger, resolve func(digest string) *runtime.Principal) (*jobs.Service, []string, error) {
 	if !cfg.JobsOn() {
 		return nil, nil, nil
 	}
@@ -29,22 +32,22 @@ func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger
 	if cfg.Usage.HostID == "" {
 		log.Warn("jobs are enabled but usage.host_id is not set: no provider has an explicit account, so every submission is JOB_ACCOUNT_REQUIRED")
 	}
-	accounts := map[string]string{}
-	for _, p := range h.engine.Providers() {
-		accounts[p.ID] = p.AccountID
-	}
-	// The credentials a queued job may be dispatched with: the configured
-	// tokens, by digest (their grants as configured now).
-	byDigest := map[string]*runtime.Principal{}
-	for _, t := range newTokenEntries(h.tokens) {
-		byDigest[t.principal.CredentialDigest] = t.principal
+	// The provider's account now (a reload may change it: the job then
+	// fails with JOB_ACCOUNT_CHANGED rather than run on another account).
+	account := func(id string) string {
+		for _, p := range h.engine.Providers() {
+			if p.ID == id {
+				return p.AccountID
+			}
+		}
+		return ""
 	}
 	svc, err := jobs.Open(ctx, jobs.Options{
 		Store:             h.store,
 		Engine:            h.engine,
-		Resolve:           func(d string) *runtime.Principal { return byDigest[d] },
+		Resolve:           resolve,
 		HostID:            cfg.Usage.HostID,
-		Account:           func(p string) string { return accounts[p] },
+		Account:           account,
 		Retention:         time.Duration(j.RetentionMs) * time.Millisecond,
 		MaxJobs:           j.MaxJobs,
 		MaxJobsPerSubject: j.MaxJobsPerSubject,

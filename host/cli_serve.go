@@ -98,7 +98,10 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 	if err != nil {
 		return env.fail("serve", err)
 	}
-	jobSvc, jobFeatures, err := cliJobs(ctx, cfg, h, log)
+	// The worker resolves credentials through the server's tokens (as a
+	// reload leaves them); it starts only once srv is set.
+	var srv *Server
+	jobSvc, jobFeatures, err := cliJobs(ctx, cfg, h, log, func(d string) *runtime.Principal { return srv.PrincipalByDigest(d) })
 	if err != nil {
 		return env.fail("serve", err)
 	}
@@ -107,7 +110,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		// engine); this covers the early returns.
 		defer jobSvc.Stop(context.Background())
 	}
-	srv := NewServer(ServerOptions{
+	srv = NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
 		Tokens:         h.tokens,
