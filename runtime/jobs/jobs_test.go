@@ -737,3 +737,29 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
 }
+
+// maxBytes at its edge: a store sized for exactly one job's record and
+// reserve takes one and refuses the next.
+func TestMaxBytesEdge(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	probe := h.open(h.options())
+	j, err := probe.Submit(context.Background(), alice, "k0", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := h.store.Get(context.Background(), recordKey(j.ID))
+	size := int64(len(e.Value))
+
+	h2 := newHarness(t)
+	h2.user("a1", "alice", "submit", "read")
+	o := h2.options()
+	o.MaxBytes = size + liveReserve
+	s := h2.open(o)
+	if _, err := s.Submit(context.Background(), alice, "k1", req("hello")); err != nil {
+		t.Fatalf("the job that fits: %v", err)
+	}
+	if _, err := s.Submit(context.Background(), alice, "k2", req("hello")); protocol.CodeOf(err) != protocol.CodeJobStoreFull {
+		t.Fatalf("one byte over: %v", err)
+	}
+}
