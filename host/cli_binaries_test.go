@@ -1,13 +1,20 @@
 package host
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"adhost/abi"
 	"adhost/host/config"
+	"adhost/internal/clisim"
+	"adhost/internal/testenv"
 	"adhost/runtime/manifest"
+	"adhost/runtime/wasm"
 )
 
 // TestCheckBinaries: a local CLI adapter's provider must be bound to a
@@ -98,5 +105,71 @@ models = ["m"]
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestBindCLIProvider: serve's binding of a [[providers]] entry of a local
+// CLI adapter runs the pinned binary in the account directory, with the
+// secret its manifest names as a variable and nothing else of the host's
+// environment.
+func TestBindCLIProvider(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the wasm module")
+	}
+	t.Setenv("ADHOST_CLI_TEST_KEY", "sk-ant-cli-test-0123456789")
+	path := testenv.BuildPlugin(t, "plugins/claude-code")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	x, err := wasm.Load(t.Context(), wasm.Pin{ID: "claude-code", Version: "1.0.0", Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close(context.Background())
+	ts, err := clisim.Transcripts("claude-code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr *clisim.Transcript
+	for _, c := range ts {
+		if c.Name == "q_text" {
+			tr = c
+		}
+	}
+	dir := t.TempDir()
+	fake, err := clisim.WriteFake(dir, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := config.FileDigest(fake.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := filepath.Join(t.TempDir(), "acct")
+	if err := os.Mkdir(acct, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bin := &config.Binary{ID: "claude", Path: fake.Path, SHA256: digest}
+	p := config.Provider{ID: "claude-local", Extension: "claude-code@1.0.0", Models: []string{"claude-sonnet-4-5"},
+		Binary: "claude", AccountDirectory: acct, BinaryPin: bin,
+		Secrets: map[string]config.SecretRef{"ANTHROPIC_API_KEY": {Env: "ADHOST_CLI_TEST_KEY"}}}
+	inst, err := cliBindProvider(t.Context(), x, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.AuthMode != "cli-session" || inst.UsageSource != "cli-report" || inst.Capabilities["tools"] {
+		t.Errorf("instance %+v", inst)
+	}
+	out, err := inst.Provider.Complete(t.Context(), &abi.CompleteInput{Model: "claude-sonnet-4-5",
+		Messages: []abi.Message{{Role: abi.RoleUser, Content: "conformance:text"}}, MaxOutputTokens: 10, Step: 1}, nil)
+	if err != nil || out.Text != "Hello fixture" {
+		t.Fatalf("turn: %+v, %v", out, err)
+	}
+	env := fake.Env()
+	want := []string{"ANTHROPIC_API_KEY=sk-ant-cli-test-0123456789", "HOME=" + acct, "PATH=" + wasm.DefaultProcessPATH}
+	if strings.Join(env, "\n") != strings.Join(want, "\n") {
+		t.Errorf("environment %q, want %q", env, want)
 	}
 }

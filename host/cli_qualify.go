@@ -101,6 +101,9 @@ func cliQualify(ctx context.Context, env *cliEnv, args []string) int {
 
 	var rep *qualify.Report
 	switch {
+	case !*live && m.HasProcess():
+		// A local CLI adapter: recorded transcripts through a fake binary.
+		rep, err = qualify.SimulateCLI(ctx, x, qualify.SimulateOptions{Model: *model, Logger: log})
 	case !*live && m.EndpointSetting() != "":
 		rep, err = qualify.Simulate(ctx, x, qualify.SimulateOptions{Model: *model, Logger: log})
 	case !*live && m.HasNetwork():
