@@ -88,11 +88,11 @@ func cliPluginsList(env *cliEnv, args []string) int {
 	qualified := cliQualifications(cfg.Store.Path)
 	defer qualified.close()
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tVERSION\tKIND\tSHA256\tVERIFIED\tQUALIFIED\tCAPABILITIES\tPERMISSIONS")
+	fmt.Fprintln(tw, "ID\tVERSION\tKIND\tSHA256\tVERIFIED\tQUALIFIED\tCAPABILITIES\tPERMISSIONS\tTOOLS")
 	bad := false
 	rows := []cliPluginRow{}
 	for _, e := range cfg.Extensions {
-		kind, caps, perms, verified := "-", "-", "-", "yes"
+		kind, caps, perms, tools, verified := "-", "-", "-", "-", "yes"
 		_, digest, m, _, rerr := cliReadModule(e.Module)
 		switch {
 		case rerr != nil && digest == "":
@@ -111,8 +111,9 @@ func cliPluginsList(env *cliEnv, args []string) int {
 			kind = string(m.Kind)
 			caps = cliCaps(m)
 			perms = cliPerms(m)
+			tools = cliTools(m)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Version, kind, cliShort(e.SHA256), verified, qualified.latest(e.SHA256), caps, perms)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Version, kind, cliShort(e.SHA256), verified, qualified.latest(e.SHA256), caps, perms, tools)
 		rows = append(rows, cliPluginRow{ID: e.ID, Version: e.Version, Kind: kind, SHA256: e.SHA256,
 			Verified: verified == "yes", Problem: strings.TrimPrefix(verified, "no: "), Qualified: qualified.latest(e.SHA256),
 			Capabilities: caps, Permissions: perms})
@@ -174,6 +175,24 @@ func cliCaps(m *manifest.Manifest) string {
 	return strings.Join(on, ",")
 }
 
+// cliTools lists the tools a manifest declares, each marked with
+// "(side effects)" when a call may change something outside the run: what
+// an operator weighs when choosing requires_approval.
+func cliTools(m *manifest.Manifest) string {
+	var out []string
+	for _, t := range m.Tools {
+		s := t.Name
+		if t.HasSideEffects() {
+			s += "(side effects)"
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
+}
+
 func cliPerms(m *manifest.Manifest) string {
 	var p []string
 	if m.Network != nil {
@@ -181,7 +200,13 @@ func cliPerms(m *manifest.Manifest) string {
 		if m.Network.EndpointSetting != "" {
 			net += "+endpoint(" + m.Network.EndpointSetting + ")"
 		}
+		if m.Network.OriginsSetting != "" {
+			net += "+allowlist(" + m.Network.OriginsSetting + ")"
+		}
 		p = append(p, net)
+	}
+	if m.KV {
+		p = append(p, "kv")
 	}
 	for _, c := range m.Credentials {
 		p = append(p, "credential:"+c.Name)

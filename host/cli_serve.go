@@ -268,7 +268,7 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		sinks = append(sinks, h.jsonl)
 	}
 
-	insts, tools, toolNames, err := cliBindAll(ctx, cfg, h.exts, nil)
+	insts, tools, toolNames, err := cliBindAll(ctx, cfg, h.exts, h.store)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"adhost/abi"
 	"adhost/host/config"
 	"adhost/runtime"
+	"adhost/runtime/durable"
 	"adhost/runtime/manifest"
 	"adhost/runtime/wasm"
 )
@@ -111,14 +112,21 @@ func cliPrecheck(cfg *config.File) error {
 // cliBindTools returns the host tools of one [[tools]] entry: the
 // extension's definitions of the configured names (each must be offered),
 // with requires_approval applied.
-func cliBindTools(ctx context.Context, x *wasm.Extension, t config.Tools) ([]*runtime.Tool, error) {
+//
+// kv is the store that holds the kv namespaces of tool extensions whose
+// manifest sets kv = true (the notes tool); nil denies their kv calls.
+func cliBindTools(ctx context.Context, x *wasm.Extension, t config.Tools, kv durable.KV) ([]*runtime.Tool, error) {
 	if x == nil {
 		return nil, fmt.Errorf("extension %s is not loaded", t.Extension)
 	}
 	if k := x.Manifest().Kind; k != abi.KindTool {
 		return nil, fmt.Errorf("extension %s is a %s extension, not a tool extension", t.Extension, k)
 	}
-	set, err := cliExtensionToolSet(x, t.Extension)
+	settings, err := cliSettingsJSON(t.Settings)
+	if err != nil {
+		return nil, err
+	}
+	set, err := x.ToolSet(wasm.InstanceConfig{ID: t.Extension, Settings: settings, KV: kv})
 	if err != nil {
 		return nil, err
 	}
@@ -167,14 +175,10 @@ func cliSecretFuncs(refs map[string]config.SecretRef) map[string]func() (string,
 	return out
 }
 
-// cliExtensionProvider and cliExtensionToolSet bind an extension to one
-// [[providers]] / [[tools]] entry through runtime/wasm.
+// cliExtensionProvider binds an extension to one [[providers]] entry
+// through runtime/wasm.
 func cliExtensionProvider(x *wasm.Extension, id string, settings json.RawMessage, secrets map[string]func() (string, error)) (runtime.Provider, error) {
 	return x.Provider(wasm.InstanceConfig{ID: id, Settings: settings, Secrets: cliCtxSecrets(secrets)})
-}
-
-func cliExtensionToolSet(x *wasm.Extension, id string) (runtime.ToolSet, error) {
-	return x.ToolSet(wasm.InstanceConfig{ID: id})
 }
 
 func cliCtxSecrets(m map[string]func() (string, error)) map[string]func(context.Context) (string, error) {

@@ -15,6 +15,7 @@ import (
 	"adhost/host/config"
 	"adhost/runtime"
 	"adhost/runtime/discovery"
+	"adhost/runtime/durable"
 	"adhost/runtime/wasm"
 )
 
@@ -116,7 +117,7 @@ func (rl *cliReloader) reload(ctx context.Context) (err error) {
 		exts[e.Ref()] = x
 		order = append(order, x)
 	}
-	insts, tools, toolNames, err := cliBindAll(ctx, cfg, exts, nil)
+	insts, tools, toolNames, err := cliBindAll(ctx, cfg, exts, old.store)
 	if err != nil {
 		return err
 	}
@@ -202,8 +203,8 @@ func cliTokens(cfg *config.File, log *slog.Logger) ([]Token, error) {
 
 // cliBindAll binds every provider instance and tool of cfg to its loaded
 // extension; every problem is reported, one per line. kv is the store of
-// tool extensions' kv namespaces (unused until the kv functions land).
-func cliBindAll(ctx context.Context, cfg *config.File, exts map[string]*wasm.Extension, kv any) (insts []*runtime.ProviderInstance, tools []*runtime.Tool, toolNames []string, err error) {
+// tool extensions' kv namespaces (the notes tool).
+func cliBindAll(ctx context.Context, cfg *config.File, exts map[string]*wasm.Extension, kv durable.KV) (insts []*runtime.ProviderInstance, tools []*runtime.Tool, toolNames []string, err error) {
 	var errs []error
 	for i, p := range cfg.Providers {
 		inst, err := cliBindProvider(ctx, exts[p.Extension], p)
@@ -214,7 +215,7 @@ func cliBindAll(ctx context.Context, cfg *config.File, exts map[string]*wasm.Ext
 		insts = append(insts, inst)
 	}
 	for i, t := range cfg.Tools {
-		ts, err := cliBindTools(ctx, exts[t.Extension], t)
+		ts, err := cliBindTools(ctx, exts[t.Extension], t, kv)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tools[%d] (%s): %w", i, t.Extension, err))
 			continue

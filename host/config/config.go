@@ -136,6 +136,10 @@ type Tools struct {
 	// RequiresApproval ⊆ Names: these fail closed with APPROVAL_REQUIRED
 	// unless an approval decision exists.
 	RequiresApproval []string `toml:"requires_approval"`
+	// Settings configure the tool extension (its manifest's settings
+	// schema checks them at startup), e.g. http_fetch's allowlist:
+	// settings = { allow_origins = ["https://example.com"] }.
+	Settings map[string]any `toml:"settings"`
 }
 
 // Token is one [[tokens]] entry.
