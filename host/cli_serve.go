@@ -22,6 +22,7 @@ import (
 	"adhost/host/config"
 	"adhost/runtime"
 	"adhost/runtime/discovery"
+	"adhost/runtime/scheduling"
 	"adhost/runtime/wasm"
 	"adhost/store"
 )
@@ -284,6 +285,12 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		Limits:        cliLimits(cfg),
 		MaxConcurrent: cfg.Limits.MaxConcurrentRuns,
 		MaxPerSubject: cfg.Limits.MaxConcurrentRunsPerSubject,
+		MaxPerAccount: cfg.Limits.MaxConcurrentRunsPerAccount,
+		SubjectLimits: cfg.Limits.Subjects,
+		AccountLimits: cfg.Limits.Accounts,
+		QueueTotal:    cfg.Limits.QueueTotal,
+		QueueSubject:  cfg.Limits.QueuePerSubject,
+		Scheduler:     scheduling.New(),
 		UsageSink:     sinks,
 		HostID:        hostID,
 		Logger:        log,

@@ -127,6 +127,11 @@ func (rl *cliReloader) reload(ctx context.Context) (err error) {
 		Limits:        cliLimits(cfg),
 		MaxConcurrent: cfg.Limits.MaxConcurrentRuns,
 		MaxPerSubject: cfg.Limits.MaxConcurrentRunsPerSubject,
+		MaxPerAccount: cfg.Limits.MaxConcurrentRunsPerAccount,
+		SubjectLimits: cfg.Limits.Subjects,
+		AccountLimits: cfg.Limits.Accounts,
+		QueueTotal:    cfg.Limits.QueueTotal,
+		QueueSubject:  cfg.Limits.QueuePerSubject,
 	})
 	if err != nil {
 		return err

@@ -47,7 +47,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 		}
 		req, opts, started = sreq, joinStartOptions(sopts, extra), sstarted
 	}
-	// 13–16. Validation, shutdown re-check, authorization, admission.
+	// 13–16. Validation, shutdown re-check, authorization, admission: a
+	// foreground run may wait in the admission queue.
+	opts.Queue = true
 	run, err := s.engine.StartWith(r.Context(), p, req, mode, opts)
 	started(run) // nil when it did not start
 	if err != nil {

@@ -76,6 +76,16 @@ type Options struct {
 	// 1..MaxConcurrent; New refuses a value out of range rather than
 	// changing it.
 	MaxConcurrent, MaxPerSubject int
+	// MaxPerAccount, SubjectLimits, AccountLimits, QueueTotal and
+	// QueueSubject (the per-subject queue bound) are the rest of the AdmissionPolicy; they need a
+	// Scheduler (New refuses them without one). Zero: none.
+	MaxPerAccount                int
+	SubjectLimits, AccountLimits map[string]int
+	QueueTotal, QueueSubject     int
+	// Scheduler admits runs with the policy above; nil: the engine counts
+	// slots itself (no queue). It is the engine's for life; Reconfigure
+	// only changes its policy.
+	Scheduler Scheduler
 	// UsageSink may be nil (no usage records).
 	UsageSink UsageSink
 	// HostID names this host in usage records; empty: a random UUID per
@@ -118,12 +128,14 @@ type Engine struct {
 	// (with the counters they bound).
 	maxRunning int
 	maxSubject int
-	usageSink    UsageSink
-	hostID       string
-	log          *slog.Logger
-	approval     ApprovalHook
-	store        RunStore
-	idemKeys     bool
+	// sched, when set, holds the slots instead of running/perSubject.
+	sched     Scheduler
+	usageSink UsageSink
+	hostID    string
+	log       *slog.Logger
+	approval  ApprovalHook
+	store     RunStore
+	idemKeys  bool
 
 	// base is the parent of every run context: runs outlive the request
 	// that started them, and Shutdown cancels them all through it.
@@ -178,6 +190,7 @@ func New(opts Options) (*Engine, error) {
 		idemKeys:   opts.IdempotencyKeys,
 		perSubject: make(map[string]int),
 		work:       make(chan *Run),
+		sched:      opts.Scheduler,
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -187,6 +200,13 @@ func New(opts Options) (*Engine, error) {
 	}
 	if err := checkAdmission(e.maxRunning, e.maxSubject); err != nil {
 		return nil, err
+	}
+	pol, err := admissionPolicy(&opts)
+	if err != nil {
+		return nil, err
+	}
+	if e.sched != nil {
+		e.sched.SetPolicy(pol)
 	}
 	c, err := newEngineConfig(&opts)
 	if err != nil {
@@ -206,6 +226,41 @@ func checkAdmission(maxRunning, maxSubject int) error {
 		return fmt.Errorf("runtime: MaxPerSubject %d out of range 1..%d (MaxConcurrent)", maxSubject, maxRunning)
 	}
 	return nil
+}
+
+// MaxQueue bounds each of the queue sizes (wire-core §8.1).
+const MaxQueue = 100000
+
+// admissionPolicy checks the scheduler part of opts.
+func admissionPolicy(opts *Options) (AdmissionPolicy, error) {
+	p := AdmissionPolicy{
+		MaxConcurrent:   orDefault(opts.MaxConcurrent, DefaultMaxConcurrent),
+		MaxPerSubject:   orDefault(opts.MaxPerSubject, DefaultMaxPerSubject),
+		MaxPerAccount:   opts.MaxPerAccount,
+		Subjects:        opts.SubjectLimits,
+		Accounts:        opts.AccountLimits,
+		QueueTotal:      opts.QueueTotal,
+		QueuePerSubject: opts.QueueSubject,
+	}
+	inRange := func(v, lo, hi int) bool { return v >= lo && v <= hi }
+	switch {
+	case opts.Scheduler == nil && (p.MaxPerAccount != 0 || len(p.Subjects) > 0 || len(p.Accounts) > 0 || p.QueueTotal != 0 || p.QueuePerSubject != 0):
+		return p, errors.New("runtime: account limits, overrides and the queue need a Scheduler")
+	case p.MaxPerAccount != 0 && !inRange(p.MaxPerAccount, 1, p.MaxConcurrent):
+		return p, fmt.Errorf("runtime: MaxPerAccount %d out of range 1..%d (MaxConcurrent)", p.MaxPerAccount, p.MaxConcurrent)
+	case (p.QueueTotal == 0) != (p.QueuePerSubject == 0):
+		return p, errors.New("runtime: QueueTotal and QueuePerSubject are set together")
+	case p.QueueTotal != 0 && (!inRange(p.QueueTotal, 1, MaxQueue) || !inRange(p.QueuePerSubject, 1, p.QueueTotal)):
+		return p, fmt.Errorf("runtime: queue %d/%d out of range 1..%d, per subject ≤ total", p.QueueTotal, p.QueuePerSubject, MaxQueue)
+	}
+	for _, m := range []map[string]int{p.Subjects, p.Accounts} {
+		for k, v := range m {
+			if !inRange(v, 1, p.MaxConcurrent) {
+				return p, fmt.Errorf("runtime: limit %d of %q out of range 1..%d (MaxConcurrent)", v, k, p.MaxConcurrent)
+			}
+		}
+	}
+	return p, nil
 }
 
 // newEngineConfig checks the providers, tools and limits of opts and
@@ -277,6 +332,11 @@ func (e *Engine) Reconfigure(opts Options) (drained <-chan struct{}, err error) 
 	if err := checkAdmission(maxRunning, maxSubject); err != nil {
 		return nil, err
 	}
+	opts.Scheduler = e.sched
+	pol, err := admissionPolicy(&opts)
+	if err != nil {
+		return nil, err
+	}
 	c, err := newEngineConfig(&opts)
 	if err != nil {
 		return nil, err
@@ -287,6 +347,9 @@ func (e *Engine) Reconfigure(opts Options) (drained <-chan struct{}, err error) 
 	e.mu.Lock()
 	old := e.cfg.Swap(c)
 	e.maxRunning, e.maxSubject = maxRunning, maxSubject
+	if e.sched != nil {
+		e.sched.SetPolicy(pol)
+	}
 	e.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
@@ -336,7 +399,10 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 	if mode != ModeJSON && mode != ModeStream {
 		return nil, fmt.Errorf("runtime: invalid mode %d", mode)
 	}
-	var pl *plan
+	var (
+		pl   *plan
+		slot Slot
+	)
 	for {
 		var err error
 		if pl, err = e.validate(req); err != nil {
@@ -348,7 +414,7 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 		if err := authorize(p, req); err != nil {
 			return nil, err
 		}
-		err = e.admit(p.Subject, pl.cfg)
+		slot, err = e.admit(p.Subject, pl.inst.AccountID, pl.cfg, opts.Queue)
 		if err == errStaleConfig {
 			continue // Reconfigure ran since validate: validate again
 		}
@@ -357,16 +423,24 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 		}
 		break
 	}
-	rs, err := pl.reserve()
-	if err != nil {
-		e.release(p.Subject)
-		pl.cfg.inflight.Done()
-		e.runs.Done()
-		return nil, err
+	// A run that must wait is accepted now and takes its reservations
+	// once admitted (Run.awaitAdmission); the others take them here, so a
+	// full extension is BUSY before any stream.
+	queued := slot != nil && !isClosed(slot.Admitted())
+	var rs []Reservation
+	if !queued {
+		var err error
+		if rs, err = pl.reserve(); err != nil {
+			e.releaseAdmission(p.Subject, slot)
+			pl.cfg.inflight.Done()
+			e.runs.Done()
+			return nil, err
+		}
 	}
 	// From here the run's context exists and must be cancelled on every
 	// path, or the engine's base context would keep it forever.
 	r := newRun(e, p, req, pl, mode)
+	r.slot, r.queued = slot, queued
 	if opts.RunID != "" {
 		r.id = opts.RunID
 	}
@@ -421,6 +495,10 @@ func (e *Engine) Admissible(subject string) error {
 	if e.shutting {
 		return protocol.New(protocol.CodeHostShuttingDown)
 	}
+	if e.sched != nil {
+		// The account is unknown here; a replay answers for its subject.
+		return e.sched.Admissible(subject, "", true)
+	}
 	if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
 		return protocol.New(protocol.CodeBusy)
 	}
@@ -468,23 +546,54 @@ func (e *Engine) isShuttingDown() bool {
 // was validated against — under mu, which Reconfigure holds to swap the
 // configuration, so a replaced configuration never gains a run after its
 // drain began: errStaleConfig then asks the caller to validate again.
-func (e *Engine) admit(subject string, cfg *engineConfig) error {
+//
+// With a Scheduler the slot is the scheduler's (queue: the run may wait
+// for it); without one the slot is counted here and the returned Slot is
+// nil.
+func (e *Engine) admit(subject, account string, cfg *engineConfig, queue bool) (Slot, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.shutting {
-		return protocol.New(protocol.CodeHostShuttingDown)
+		return nil, protocol.New(protocol.CodeHostShuttingDown)
 	}
 	if cfg != e.cfg.Load() {
-		return errStaleConfig
+		return nil, errStaleConfig
 	}
-	if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
-		return protocol.New(protocol.CodeBusy)
+	var slot Slot
+	if e.sched != nil {
+		var err error
+		if slot, err = e.sched.Admit(subject, account, queue); err != nil {
+			return nil, err
+		}
+	} else {
+		if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
+			return nil, protocol.New(protocol.CodeBusy)
+		}
+		e.running++
+		e.perSubject[subject]++
 	}
-	e.running++
-	e.perSubject[subject]++
 	e.runs.Add(1)
 	cfg.inflight.Add(1)
-	return nil
+	return slot, nil
+}
+
+// releaseAdmission gives back what admit took: the scheduler's slot, or
+// the engine's own count.
+func (e *Engine) releaseAdmission(subject string, slot Slot) {
+	if slot != nil {
+		slot.Release()
+		return
+	}
+	e.release(subject)
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // errStaleConfig: the configuration changed between validation and
@@ -504,6 +613,9 @@ func (e *Engine) release(subject string) {
 
 // Running returns the number of runs holding an admission slot.
 func (e *Engine) Running() int {
+	if e.sched != nil {
+		return e.sched.Stats().Running
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.running
@@ -559,11 +671,17 @@ type AdmissionStats struct {
 	Running, MaxConcurrent, MaxPerSubject int
 	// Subjects is the number of subjects with a running run.
 	Subjects int
+	// Queued counts runs waiting in the admission queue.
+	Queued int
 }
 
 // Admission reports the engine's admission state (for status pages).
 func (e *Engine) Admission() AdmissionStats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.sched != nil {
+		st := e.sched.Stats()
+		return AdmissionStats{Running: st.Running, MaxConcurrent: e.maxRunning, MaxPerSubject: e.maxSubject, Subjects: st.Subjects, Queued: st.Queued}
+	}
 	return AdmissionStats{Running: e.running, MaxConcurrent: e.maxRunning, MaxPerSubject: e.maxSubject, Subjects: len(e.perSubject)}
 }

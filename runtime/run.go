@@ -38,6 +38,10 @@ type Run struct {
 	// reservations are the run's units of capped extensions (Capacity),
 	// taken at admission and released with the admission slot.
 	reservations []Reservation
+	// slot is the run's Scheduler slot (nil: counted by the engine);
+	// queued says the run was accepted waiting for it (awaitAdmission).
+	slot   Slot
+	queued bool
 
 	// lastActive is the time of the last real progress, as a duration
 	// since startedAt (read by the idle timer).
@@ -115,8 +119,10 @@ func newRun(e *Engine, p *Principal, req *protocol.RunRequest, pl *plan, mode Mo
 // releaseSlot gives back the run's admission slot and its capacity
 // reservations.
 func (r *Run) releaseSlot() {
-	r.e.release(r.subject)
+	// Reservations first: a waiting run admitted by the freed slot takes
+	// its own at once.
 	releaseAll(r.reservations)
+	r.e.releaseAdmission(r.subject, r.slot)
 	r.plan.cfg.inflight.Done()
 }
 
@@ -218,14 +224,49 @@ func (r *Run) begin() error {
 		}
 		return protocol.New(protocol.CodeInternalError)
 	}
-	if r.plan.idle > 0 {
+	if r.plan.idle > 0 && !r.queued {
 		r.idleTimer = time.AfterFunc(r.plan.idle, r.idleCheck)
 	}
 	return nil
 }
 
+// awaitAdmission is a queued run's wait for its slot: no step, no event
+// and no idle clock until admitted (wire-extensions §11.1). A cancellation
+// (the client went away) ends the wait at once, and finish's releaseSlot
+// gives the queue place back. Once admitted the run takes its capacity
+// reservations, as an immediately admitted run did in Start.
+func (r *Run) awaitAdmission() error {
+	select {
+	case <-r.slot.Admitted():
+	case <-r.ctx.Done():
+		return context.Cause(r.ctx)
+	}
+	rs, err := r.plan.reserve()
+	if err != nil {
+		return err
+	}
+	if len(rs) > 0 {
+		// Only the run goroutine reads r.ctx before the first step.
+		r.reservations = rs
+		r.ctx = WithReservations(r.ctx, rs...)
+	}
+	r.touch()
+	r.mu.Lock()
+	if r.plan.idle > 0 && !r.terminal {
+		r.idleTimer = time.AfterFunc(r.plan.idle, r.idleCheck)
+	}
+	r.mu.Unlock()
+	return nil
+}
+
 // execute is the run goroutine.
 func (r *Run) execute() {
+	if r.queued {
+		if err := r.awaitAdmission(); err != nil {
+			r.end(nil, err)
+			return
+		}
+	}
 	res, err := r.loop()
 	if err == errTakenOver {
 		return // another goroutine ended the run (callProvider)

@@ -219,6 +219,13 @@ type StartOptions struct {
 	// new one: a durable job announces its runId at submission, before
 	// the run exists. The caller guarantees it is unique.
 	RunID string
+	// Queue lets the run wait in the admission queue (when the host has
+	// one) instead of being refused BUSY. Foreground runs set it; durable
+	// jobs leave it unset, so a job never waits in the queue and stays
+	// queued in its own store instead (wire-extensions §11.1 trySubmit).
+	// A queued run commits run.started at once and starts its first step,
+	// and its idle clock, only once admitted.
+	Queue bool
 }
 
 // applyOptions attaches opts to a newly admitted run.
@@ -268,4 +275,58 @@ func (t teeLog) Append(ctx context.Context, ev Event) error {
 func (r *Run) Native() json.RawMessage {
 	<-r.done
 	return r.finalNative
+}
+
+// AdmissionPolicy is what a Scheduler enforces (wire-extensions §11.1): the
+// global and per-subject caps, the optional per-account cap shared by the
+// provider instances bound to one account, overrides that replace the
+// subject or account default (the global cap always holds), and the
+// optional bounded waiting queue.
+type AdmissionPolicy struct {
+	MaxConcurrent, MaxPerSubject int
+	// MaxPerAccount caps the runs of one account; 0: none.
+	MaxPerAccount int
+	// Subjects and Accounts map a subject or account id to its cap,
+	// replacing MaxPerSubject or MaxPerAccount for it.
+	Subjects, Accounts map[string]int
+	// QueueTotal and QueuePerSubject bound the waiting runs; QueueTotal 0:
+	// no queue, a full host is BUSY.
+	QueueTotal, QueuePerSubject int
+}
+
+// Scheduler admits runs into execution slots; runtime/scheduling
+// implements it with a fair queue. Without one (Options.Scheduler nil) the
+// engine counts slots itself and has no queue, account caps or overrides.
+// A Scheduler must not call back into the engine.
+type Scheduler interface {
+	// SetPolicy replaces the limits (a configuration reload). Runs
+	// holding slots keep them; waiting runs are admitted as the new
+	// limits allow.
+	SetPolicy(AdmissionPolicy)
+	// Admit asks for a slot for a run of subject on account ("" when the
+	// provider instance names none). A free slot is held at once; with
+	// queue set and a queue configured a run that cannot start waits
+	// (Slot.Admitted); otherwise BUSY, or QUEUE_FULL when the queue is
+	// full, as a *protocol.Error.
+	Admit(subject, account string, queue bool) (Slot, error)
+	// Admissible answers as Admit would, taking nothing.
+	Admissible(subject, account string, queue bool) error
+	// Stats is a snapshot for status pages and metrics.
+	Stats() SchedulerStats
+}
+
+// Slot is one run's place: waiting, then admitted.
+type Slot interface {
+	// Admitted is closed once the slot is held.
+	Admitted() <-chan struct{}
+	// Release gives the slot back, or leaves the queue if it is still
+	// waiting. It is called exactly once.
+	Release()
+}
+
+// SchedulerStats is a snapshot of a Scheduler.
+type SchedulerStats struct {
+	// Running counts held slots, Queued waiting runs, Subjects the
+	// subjects holding a slot.
+	Running, Queued, Subjects int
 }

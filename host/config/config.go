@@ -70,6 +70,12 @@ type Limits struct {
 	MaxConcurrentRuns           int   `toml:"max_concurrent_runs"`             // 1..10000, default 32
 	MaxConcurrentRunsPerSubject int   `toml:"max_concurrent_runs_per_subject"` // 1..max_concurrent_runs, default 4
 	IdleTimeoutMs               int64 `toml:"idle_timeout_ms"`                 // 0..2147483647, 0 = none
+	// The fair-scheduling keys (scheduling.go).
+	MaxConcurrentRunsPerAccount int            `toml:"max_concurrent_runs_per_account"`
+	QueueTotal                  int            `toml:"queue_total"`
+	QueuePerSubject             int            `toml:"queue_per_subject"`
+	Subjects                    map[string]int `toml:"subjects"`
+	Accounts                    map[string]int `toml:"accounts"`
 }
 
 // Usage is [usage].
@@ -165,6 +171,8 @@ type Grants struct {
 	ApproveTools     []string          `toml:"approve_tools"`
 	ApplicationTools []ApplicationTool `toml:"application_tools"`
 	Retrieval        *RetrievalGrant   `toml:"retrieval"`
+	// Metrics lets the token read GET /metrics ("metrics.read").
+	Metrics bool `toml:"metrics"`
 }
 
 // Ops returns the operation grants of the implemented features as
@@ -178,6 +186,9 @@ func (g Grants) Ops() []string {
 	for _, op := range g.Jobs {
 		ops = append(ops, "jobs."+op)
 	}
+	if g.Metrics {
+		ops = append(ops, "metrics.read")
+	}
 	return ops
 }
 
@@ -190,7 +201,7 @@ func (g Grants) Unimplemented() bool {
 // Empty reports whether no grant is set.
 func (g Grants) Empty() bool {
 	return len(g.Sessions) == 0 && len(g.Jobs) == 0 && len(g.ApproveTools) == 0 &&
-		len(g.ApplicationTools) == 0 && g.Retrieval == nil
+		len(g.ApplicationTools) == 0 && g.Retrieval == nil && !g.Metrics
 }
 
 // ApplicationTool is one application_tools grant.

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -63,7 +64,7 @@ func TestDecodeDefaults(t *testing.T) {
 		t.Errorf("store.path = %q, want %q", f.Store.Path, want)
 	}
 	want := Limits{MaxSteps: 64, MaxOutputTokens: 65536, MaxConcurrentRuns: 32, MaxConcurrentRunsPerSubject: 4}
-	if f.Limits != want {
+	if !reflect.DeepEqual(f.Limits, want) {
 		t.Errorf("limits = %+v, want %+v", f.Limits, want)
 	}
 	if f.Usage.JSONL != "" || f.Usage.HostID != "" {

@@ -50,6 +50,7 @@ func (f *File) Validate() error {
 		p.add("store.path", "must not be empty")
 	}
 	f.validateLimits(p)
+	f.validateScheduling(p)
 	if f.Usage.HostID != "" && !idPattern.MatchString(f.Usage.HostID) {
 		p.add("usage.host_id", "%q does not match %s", f.Usage.HostID, idPattern)
 	}

@@ -1,0 +1,255 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"adhost/client"
+	"adhost/runtime/protocol"
+)
+
+// Fair scheduling over real HTTP (wire-extensions §11.1): the admission
+// queue of the real binary, observed through the event streams of
+// conformance:cancel runs (each reports run.progress once admitted and then
+// waits until its client goes away).
+
+// queuedRun is one SSE run whose events the test watches.
+type queuedRun struct {
+	subject string
+	cancel  context.CancelFunc
+	started chan struct{} // closed at run.started
+	running chan struct{} // closed at the first run.progress: admitted
+	mu      sync.Mutex
+	types   []string // every event type, in order
+	done    chan error
+}
+
+func streamQueued(t *testing.T, c *client.Client, subject string, onAdmit func(*queuedRun)) *queuedRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &queuedRun{subject: subject, cancel: cancel, started: make(chan struct{}), running: make(chan struct{}), done: make(chan error, 1)}
+	t.Cleanup(cancel)
+	go func() {
+		admitted := false
+		_, err := c.Stream(ctx, runRequest("conformance:cancel"), func(ev client.Event) error {
+			q.mu.Lock()
+			q.types = append(q.types, ev.Type)
+			q.mu.Unlock()
+			switch {
+			case ev.Type == client.EventRunStarted:
+				close(q.started)
+			case ev.Type == client.EventRunProgress && !admitted:
+				admitted = true
+				close(q.running)
+				if onAdmit != nil {
+					onAdmit(q)
+				}
+			}
+			return nil
+		})
+		q.done <- err
+	}()
+	select {
+	case <-q.started:
+	case err := <-q.done:
+		t.Fatalf("stream of %s ended before run.started: %v", subject, err)
+	}
+	return q
+}
+
+func (q *queuedRun) isRunning() bool {
+	select {
+	case <-q.running:
+		return true
+	default:
+		return false
+	}
+}
+
+func (q *queuedRun) eventTypes() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]string(nil), q.types...)
+}
+
+func (q *queuedRun) waitRunning(t *testing.T) {
+	t.Helper()
+	select {
+	case <-q.running:
+	case err := <-q.done:
+		t.Fatalf("run of %s ended before it was admitted: %v", q.subject, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run of %s not admitted", q.subject)
+	}
+}
+
+func (q *queuedRun) stop() {
+	q.cancel()
+	<-q.done
+}
+
+// TestSchedulingQueueFairness: with 2 slots and 1 per subject, subject A
+// queues 10 runs behind its running one, then B submits one: B's run is
+// admitted at once, before A's third. A queued stream shows run.started
+// and nothing else until it is admitted.
+func TestSchedulingQueueFairness(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	appendSiteConfig(t, s, "[limits]\nmax_concurrent_runs = 2\nmax_concurrent_runs_per_subject = 1\nqueue_total = 64\nqueue_per_subject = 16\n")
+	bob := addSiteToken(t, s, "bob", "bob", []string{fixtureProvider}, nil)
+	srv := startServer(t, s)
+	alice, other := newRunClient(t, srv, s.token), newRunClient(t, srv, bob)
+
+	first := streamQueued(t, alice, "A", nil)
+	first.waitRunning(t)
+	var queued []*queuedRun
+	for range 10 {
+		queued = append(queued, streamQueued(t, alice, "A", nil))
+	}
+	b := streamQueued(t, other, "B", nil)
+	b.waitRunning(t)
+	for i, q := range queued {
+		if q.isRunning() {
+			t.Fatalf("A's queued run %d admitted beside A's running one", i+2)
+		}
+		if got := q.eventTypes(); len(got) != 1 || got[0] != client.EventRunStarted {
+			t.Fatalf("A's queued run %d sent %v, want only run.started", i+2, got)
+		}
+	}
+	// A's running run ends: its second is admitted, the third still waits.
+	first.stop()
+	queued[0].waitRunning(t)
+	if queued[1].isRunning() {
+		t.Fatal("A's third run admitted while A's second runs")
+	}
+	// B's run ends: A's third still waits (A holds its one slot).
+	b.stop()
+	if _, err := other.Run(t.Context(), runRequest("conformance:text")); err != nil {
+		t.Fatalf("B's next run beside A's queue: %v", err)
+	}
+	if queued[1].isRunning() {
+		t.Fatal("A's third run admitted over A's per-subject cap")
+	}
+	if got := queued[0].eventTypes(); len(got) < 3 || got[0] != client.EventRunStarted || got[1] != client.EventStepStarted {
+		t.Fatalf("admitted run's events %v: want run.started, then step.started", got)
+	}
+}
+
+// TestSchedulingQueueBounds: QUEUE_FULL exactly at queue_per_subject and
+// at queue_total (429, retryable, before any event, in both modes); a
+// queued run whose client disconnects frees its place at once.
+func TestSchedulingQueueBounds(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	appendSiteConfig(t, s, "[limits]\nmax_concurrent_runs = 1\nmax_concurrent_runs_per_subject = 1\nqueue_total = 3\nqueue_per_subject = 2\n")
+	bob := addSiteToken(t, s, "bob", "bob", []string{fixtureProvider}, nil)
+	carol := addSiteToken(t, s, "carol", "carol", []string{fixtureProvider}, nil)
+	srv := startServer(t, s)
+	alice, b, c := newRunClient(t, srv, s.token), newRunClient(t, srv, bob), newRunClient(t, srv, carol)
+
+	streamQueued(t, alice, "A", nil).waitRunning(t)
+	a1 := streamQueued(t, alice, "A", nil)
+	streamQueued(t, alice, "A", nil)
+	refused := func(c *client.Client, who string) {
+		t.Helper()
+		_, err := c.Run(t.Context(), runRequest("conformance:text"))
+		checkClientError(t, err, protocol.CodeQueueFull, http.StatusTooManyRequests, true)
+		events := 0
+		_, err = c.Stream(t.Context(), runRequest("conformance:text"), func(client.Event) error { events++; return nil })
+		checkClientError(t, err, protocol.CodeQueueFull, http.StatusTooManyRequests, true)
+		if events != 0 {
+			t.Fatalf("%s: a refused stream delivered %d events", who, events)
+		}
+	}
+	refused(alice, "A over queue_per_subject")
+	streamQueued(t, b, "B", nil)
+	refused(c, "C over queue_total")
+
+	// A's first queued client goes away: its place is free again.
+	a1.stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := c.Stream(t.Context(), runRequest("conformance:cancel"), func(ev client.Event) error {
+			return errStop // queued: run.started arrived
+		})
+		if err == errStop {
+			break
+		}
+		if !isCode(err, protocol.CodeQueueFull) || time.Now().After(deadline) {
+			t.Fatalf("after a queued client left: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var errStop = fmt.Errorf("stop")
+
+// TestSchedulingRotation: 4 subjects queue 50 runs each while another
+// subject (override: 2 runs) holds both slots; then the slots free one at
+// a time. Over the 200 admissions no subject with runs still waiting is
+// ever more than one admission behind another.
+func TestSchedulingRotation(t *testing.T) {
+	t.Parallel()
+	const subjects, each = 4, 50
+	s := newSite(t)
+	appendSiteConfig(t, s, fmt.Sprintf("[limits]\nmax_concurrent_runs = 2\nmax_concurrent_runs_per_subject = 1\nqueue_total = %d\nqueue_per_subject = %d\n[limits.subjects]\nholder = 2\n",
+		subjects*each, each))
+	holder := addSiteToken(t, s, "holder", "holder", []string{fixtureProvider}, nil)
+	var tokens []string
+	for i := range subjects {
+		tokens = append(tokens, addSiteToken(t, s, fmt.Sprintf("s%d", i), fmt.Sprintf("s%d", i), []string{fixtureProvider}, nil))
+	}
+	srv := startServer(t, s)
+	hc := newRunClient(t, srv, holder)
+	h1, h2 := streamQueued(t, hc, "holder", nil), streamQueued(t, hc, "holder", nil)
+	h1.waitRunning(t)
+	h2.waitRunning(t)
+
+	admissions := make(chan *queuedRun, subjects*each)
+	onAdmit := func(q *queuedRun) { admissions <- q }
+	for si := range subjects {
+		c := newRunClient(t, srv, tokens[si])
+		for range each {
+			streamQueued(t, c, fmt.Sprintf("s%d", si), onAdmit)
+		}
+	}
+	h1.stop()
+	h2.stop()
+	count := map[string]int{}
+	var running []*queuedRun
+	for n := 0; n < subjects*each; n++ {
+		var q *queuedRun
+		select {
+		case q = <-admissions:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("after %d admissions nothing more admitted: %v", n, count)
+		}
+		count[q.subject]++
+		hi, lo := 0, each
+		for si := range subjects {
+			c := count[fmt.Sprintf("s%d", si)]
+			hi = max(hi, c)
+			if c < each {
+				lo = min(lo, c)
+			}
+		}
+		if hi-lo > 1 {
+			t.Fatalf("after %d admissions: %v (more than one apart)", n+1, count)
+		}
+		running = append(running, q)
+		if len(running) == 2 || n == subjects*each-1 {
+			// Both slots are taken: end the older run.
+			running[0].stop()
+			running = running[1:]
+		}
+	}
+	for si := range subjects {
+		if c := count[fmt.Sprintf("s%d", si)]; c != each {
+			t.Fatalf("subject s%d admitted %d runs, want %d", si, c, each)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// schedDoc is a file with one token (subject "alice") and one provider
+// (account "acct-1"), and the given [limits] lines.
+func schedDoc(limits string) string {
+	return `version = 1
+
+[[extensions]]
+id = "fixture"
+version = "1.0.0"
+module = "fixture.wasm"
+sha256 = "` + strings.Repeat("a", 64) + `"
+
+[[providers]]
+id = "p"
+extension = "fixture@1.0.0"
+account_id = "acct-1"
+models = ["m"]
+
+[[tokens]]
+id = "t"
+subject = "alice"
+secret = { env = "T" }
+providers = ["p"]
+
+[limits]
+` + limits
+}
+
+func TestSchedulingKeys(t *testing.T) {
+	f, err := decodeValidate(t, schedDoc(""))
+	if err != nil || f.QueueOn() {
+		t.Fatalf("absent: %v queue=%v", err, f != nil && f.QueueOn())
+	}
+	f, err = decodeValidate(t, schedDoc("max_concurrent_runs = 8\nmax_concurrent_runs_per_account = 8\nqueue_total = 100000\nqueue_per_subject = 100000\n"+
+		"[limits.subjects]\nalice = 8\n[limits.accounts]\nacct-1 = 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.Limits
+	if !f.QueueOn() || l.QueueTotal != 100000 || l.QueuePerSubject != 100000 || l.MaxConcurrentRunsPerAccount != 8 ||
+		l.Subjects["alice"] != 8 || l.Accounts["acct-1"] != 1 {
+		t.Fatalf("decoded %+v", l)
+	}
+	if _, err := decodeValidate(t, schedDoc("queue_total = 1\nqueue_per_subject = 1\nmax_concurrent_runs_per_account = 1\n")); err != nil {
+		t.Fatalf("lower edges: %v", err)
+	}
+}
+
+func TestSchedulingKeyErrors(t *testing.T) {
+	for _, tc := range []struct{ limits, want string }{
+		{"max_concurrent_runs_per_account = 0\n", "host.toml:22: limits.max_concurrent_runs_per_account: 0 out of range 1..32"},
+		{"max_concurrent_runs_per_account = 33\n", "limits.max_concurrent_runs_per_account: 33 out of range 1..32"},
+		{"queue_total = 4\n", "host.toml:22: limits.queue_total: needs limits.queue_per_subject"},
+		{"queue_per_subject = 4\n", "host.toml:22: limits.queue_per_subject: needs limits.queue_total"},
+		{"queue_total = 0\nqueue_per_subject = 0\n", "limits.queue_total: 0 out of range 1..100000"},
+		{"queue_total = 100001\nqueue_per_subject = 1\n", "limits.queue_total: 100001 out of range 1..100000"},
+		{"queue_total = 4\nqueue_per_subject = 5\n", "host.toml:23: limits.queue_per_subject: 5 out of range 1..4"},
+		{"[limits.subjects]\nalice = 0\n", "host.toml:23: limits.subjects.alice: 0 out of range 1..32"},
+		{"[limits.subjects]\nalice = 33\n", "limits.subjects.alice: 33 out of range"},
+		{"[limits.subjects]\nbob = 1\n", `limits.subjects.bob: "bob" is not the subject of any configured token`},
+		{"[limits.accounts]\nacct-1 = 33\n", "limits.accounts.acct-1: 33 out of range"},
+		{"[limits.accounts]\nother = 1\n", `limits.accounts.other: "other" is not the account_id of any configured provider`},
+		{"[limits.subjects]\nalice = \"x\"\n", "limits.subjects.alice"},
+		{"queue_size = 4\n", "queue_size"},
+	} {
+		_, err := decodeValidate(t, schedDoc(tc.limits))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.limits, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package scheduling
+
+import (
+	"fmt"
+	"testing"
+
+	"adhost/runtime"
+	"adhost/runtime/protocol"
+)
+
+func newSched(p runtime.AdmissionPolicy) *Scheduler {
+	s := New()
+	s.SetPolicy(p)
+	return s
+}
+
+func admitted(sl runtime.Slot) bool {
+	select {
+	case <-sl.Admitted():
+		return true
+	default:
+		return false
+	}
+}
+
+func mustAdmit(t *testing.T, s *Scheduler, subject, account string, queue bool) runtime.Slot {
+	t.Helper()
+	sl, err := s.Admit(subject, account, queue)
+	if err != nil {
+		t.Fatalf("Admit(%s, %s): %v", subject, account, err)
+	}
+	return sl
+}
+
+func wantCode(t *testing.T, err error, code protocol.Code) {
+	t.Helper()
+	if protocol.CodeOf(err) != code {
+		t.Fatalf("got %v, want %s", err, code)
+	}
+}
+
+// TestNoQueueBusy: without a queue, every cap at its edge answers BUSY,
+// and a queuing request is refused the same way.
+func TestNoQueueBusy(t *testing.T) {
+	s := newSched(runtime.AdmissionPolicy{MaxConcurrent: 3, MaxPerSubject: 2})
+	a1 := mustAdmit(t, s, "a", "", true)
+	mustAdmit(t, s, "a", "", true)
+	_, err := s.Admit("a", "", true)
+	wantCode(t, err, protocol.CodeBusy)
+	mustAdmit(t, s, "b", "", false)
+	_, err = s.Admit("c", "", true)
+	wantCode(t, err, protocol.CodeBusy)
+	wantCode(t, s.Admissible("c", "", true), protocol.CodeBusy)
+	a1.Release()
+	if err := s.Admissible("c", "", false); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	mustAdmit(t, s, "c", "", false)
+}
+
+// TestQueueBounds: QUEUE_FULL exactly at queue_per_subject and at
+// queue_total; a non-queuing request is BUSY even with room in the queue.
+func TestQueueBounds(t *testing.T) {
+	s := newSched(runtime.AdmissionPolicy{MaxConcurrent: 1, MaxPerSubject: 1, QueueTotal: 3, QueuePerSubject: 2})
+	mustAdmit(t, s, "a", "", true)
+	_, err := s.Admit("b", "", false)
+	wantCode(t, err, protocol.CodeBusy)
+	w1 := mustAdmit(t, s, "a", "", true)
+	mustAdmit(t, s, "a", "", true)
+	_, err = s.Admit("a", "", true)
+	wantCode(t, err, protocol.CodeQueueFull)
+	mustAdmit(t, s, "b", "", true)
+	_, err = s.Admit("c", "", true)
+	wantCode(t, err, protocol.CodeQueueFull)
+	wantCode(t, s.Admissible("c", "", true), protocol.CodeQueueFull)
+	if st := s.Stats(); st.Queued != 3 || st.Running != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Leaving the queue frees the place at once.
+	w1.Release()
+	mustAdmit(t, s, "c", "", true)
+	if admitted(w1) {
+		t.Fatal("a released waiting slot was admitted")
+	}
+}
+
+// TestRoundRobin: with one slot, subject a queueing 10 runs and b one
+// later, b is admitted second; admissions alternate over a mixed load.
+func TestRoundRobin(t *testing.T) {
+	s := newSched(runtime.AdmissionPolicy{MaxConcurrent: 1, MaxPerSubject: 1, QueueTotal: 1000, QueuePerSubject: 100})
+	cur := mustAdmit(t, s, "a", "", true)
+	type entry struct {
+		name string
+		sl   runtime.Slot
+	}
+	var waiting []entry
+	for i := range 10 {
+		waiting = append(waiting, entry{fmt.Sprintf("a%d", i), mustAdmit(t, s, "a", "", true)})
+	}
+	waiting = append(waiting, entry{"b0", mustAdmit(t, s, "b", "", true)})
+	var order []string
+	for len(order) < len(waiting) {
+		cur.Release()
+		cur = nil
+		for _, e := range waiting {
+			if admitted(e.sl) && !contains(order, e.name) {
+				order = append(order, e.name)
+				cur = e.sl
+			}
+		}
+		if cur == nil {
+			t.Fatalf("nothing admitted after %v", order)
+		}
+	}
+	if order[0] != "a0" || order[1] != "b0" || order[2] != "a1" {
+		t.Fatalf("admission order %v: b0 must follow a0", order)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFairnessMixed: 4 subjects queue 50 runs each in a burst on a host
+// with 2 slots; over the 200 admissions no subject is ever more than one
+// admission ahead of another that still has runs waiting.
+func TestFairnessMixed(t *testing.T) {
+	s := newSched(runtime.AdmissionPolicy{MaxConcurrent: 2, MaxPerSubject: 2, QueueTotal: 1000, QueuePerSubject: 100})
+	subjects := []string{"s0", "s1", "s2", "s3"}
+	// Two runs of another subject hold the slots while the load arrives.
+	z1, z2 := mustAdmit(t, s, "z", "", true), mustAdmit(t, s, "z", "", true)
+	var slots []runtime.Slot
+	var owner []int
+	// Arrival is uneven: s0 submits all its runs first.
+	for si := range subjects {
+		for range 50 {
+			slots = append(slots, mustAdmit(t, s, subjects[si], "", true))
+			owner = append(owner, si)
+		}
+	}
+	seen := make([]bool, len(slots))
+	count := make([]int, len(subjects))
+	left := []int{50, 50, 50, 50}
+	var running []int
+	record := func() {
+		for i, sl := range slots {
+			if !seen[i] && admitted(sl) {
+				seen[i] = true
+				count[owner[i]]++
+				left[owner[i]]--
+				running = append(running, i)
+			}
+		}
+	}
+	z1.Release()
+	z2.Release()
+	record()
+	for total := 0; total < 200; {
+		total = 0
+		for _, c := range count {
+			total += c
+		}
+		// Every subject with runs still waiting has had at least
+		// (max over subjects) − 1 admissions.
+		hi := 0
+		for _, c := range count {
+			hi = max(hi, c)
+		}
+		for si, c := range count {
+			if left[si] > 0 && hi-c > 1 {
+				t.Fatalf("after %d admissions: counts %v (subject %d behind by %d)", total, count, si, hi-c)
+			}
+		}
+		if len(running) == 0 {
+			break
+		}
+		slots[running[0]].Release()
+		running = running[1:]
+		record()
+	}
+	for si, c := range count {
+		if c != 50 {
+			t.Fatalf("subject %d admitted %d runs, want 50", si, c)
+		}
+	}
+}
+
+// TestAccountLimits: instances bound to one account share its cap, an
+// account override replaces the default, a blocked account does not hold
+// back the same subject's runs on another account, and a subject override
+// replaces the per-subject default while the global cap still holds.
+func TestAccountLimits(t *testing.T) {
+	s := newSched(runtime.AdmissionPolicy{
+		MaxConcurrent: 4, MaxPerSubject: 1, MaxPerAccount: 1,
+		Subjects: map[string]int{"team": 4}, Accounts: map[string]int{"big": 2},
+		QueueTotal: 10, QueuePerSubject: 10,
+	})
+	x1 := mustAdmit(t, s, "team", "x", true)
+	x2 := mustAdmit(t, s, "team", "x", true) // waits: account x holds 1
+	if admitted(x2) {
+		t.Fatal("account cap not applied")
+	}
+	big1 := mustAdmit(t, s, "team", "big", true)
+	big2 := mustAdmit(t, s, "team", "big", true)
+	big3 := mustAdmit(t, s, "team", "big", true)
+	if !admitted(big1) || !admitted(big2) || admitted(big3) {
+		t.Fatal("account override 2 not applied")
+	}
+	// 3 running; the global cap (4) still holds over the subject's 4.
+	other := mustAdmit(t, s, "other", "", true)
+	if !admitted(other) {
+		t.Fatal("unrelated subject blocked")
+	}
+	y := mustAdmit(t, s, "team", "y", true) // host full now: waits
+	if admitted(y) {
+		t.Fatal("global cap not applied")
+	}
+	other.Release() // frees one slot: x2 and big3 are blocked by their accounts, y fits
+	if !admitted(y) || admitted(x2) || admitted(big3) {
+		t.Fatal("a blocked account held back another account")
+	}
+	x1.Release()
+	if !admitted(x2) {
+		t.Fatal("x2 not admitted after its account freed")
+	}
+}
+
+// TestSetPolicy: raising a limit admits waiting runs at once; lowering it
+// preempts nothing and drops no waiting run.
+func TestSetPolicy(t *testing.T) {
+	pol := runtime.AdmissionPolicy{MaxConcurrent: 1, MaxPerSubject: 1, QueueTotal: 4, QueuePerSubject: 4}
+	s := newSched(pol)
+	a := mustAdmit(t, s, "a", "", true)
+	b := mustAdmit(t, s, "b", "", true)
+	c := mustAdmit(t, s, "c", "", true)
+	pol.MaxConcurrent = 2
+	s.SetPolicy(pol)
+	if !admitted(b) || admitted(c) {
+		t.Fatal("raised cap did not admit the next waiting run")
+	}
+	pol.MaxConcurrent, pol.QueueTotal, pol.QueuePerSubject = 1, 1, 1
+	s.SetPolicy(pol)
+	if st := s.Stats(); st.Running != 2 || st.Queued != 1 {
+		t.Fatalf("stats %+v after lowering", st)
+	}
+	a.Release()
+	if admitted(c) {
+		t.Fatal("admitted over the lowered cap")
+	}
+	b.Release()
+	if !admitted(c) {
+		t.Fatal("waiting run lost after lowering the limits")
+	}
+	c.Release()
+	if st := s.Stats(); st != (runtime.SchedulerStats{}) {
+		t.Fatalf("stats %+v after all released", st)
+	}
+}
