@@ -197,8 +197,9 @@ type proc struct {
 	has    bool
 	red    *redactor
 
-	errMu  sync.Mutex
-	stderr []byte
+	errMu   sync.Mutex
+	stderr  []byte
+	errDone chan struct{} // closed when stderr reached its end
 
 	done     chan struct{} // closed once the leader was reaped
 	exitCode int
@@ -234,6 +235,10 @@ func (cs *callState) closeProcs() {
 	}
 	cs.procs.open = cs.procs.open[:0]
 }
+
+// stderrSettle bounds how long proc_wait waits for the end of stderr
+// after the process exited.
+const stderrSettle = 250 * time.Millisecond
 
 // maxProcMeta bounds proc_start's meta JSON.
 const maxProcMeta = abi.MaxProcessArgBytes + 64<<10
@@ -312,7 +317,7 @@ func (cs *callState) procStart(meta, stdin []byte) (int32, abi.Errno) {
 			secrets = append(secrets, v)
 		}
 	}
-	p := &proc{grace: pp.b.Grace, done: make(chan struct{}), stopped: make(chan struct{})}
+	p := &proc{grace: pp.b.Grace, done: make(chan struct{}), stopped: make(chan struct{}), errDone: make(chan struct{})}
 	if p.red = newRedactor(secrets); p.red != nil {
 		cs.secrets.add(p.red)
 	}
@@ -410,6 +415,7 @@ func (p *proc) start(path string, args, env []string, dir string, stdin []byte) 
 // drainStderr keeps the first abi.MaxProcessStderrBytes of stderr and
 // discards the rest, so a chatty CLI never blocks on a full pipe.
 func (p *proc) drainStderr(r *os.File) {
+	defer close(p.errDone)
 	defer r.Close()
 	buf := make([]byte, 8<<10)
 	for {
@@ -640,6 +646,15 @@ func hostProcWait(ctx context.Context, _ api.Module, stack []uint64) {
 	cs.enterWait()
 	select {
 	case <-p.done:
+		// What the process wrote to stderr before it exited is in the
+		// pipe: let the drain catch up, unless a child it left holds
+		// the pipe open.
+		t := time.NewTimer(stderrSettle)
+		select {
+		case <-p.errDone:
+		case <-t.C:
+		}
+		t.Stop()
 		cs.exitWait(true)
 		stack[0] = uint64(uint32(int32(p.exitCode)))
 	case <-cs.ctx.Done():

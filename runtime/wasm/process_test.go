@@ -30,7 +30,9 @@ var procGuest struct {
 	err  error
 }
 
-func loadProcGuest(t *testing.T) *env {
+func loadProcGuest(t *testing.T) *env { return loadProcGuestB(t) }
+
+func loadProcGuestB(t testing.TB) *env {
 	t.Helper()
 	procGuest.once.Do(func() {
 		procGuest.path, procGuest.err = testenv.Build(guestDir+"procguest", testenv.WithManifest(guestDir+"procguest/manifest.toml"))
@@ -220,6 +222,22 @@ exit 3
 	}
 	if got, want := run(t, p, "raw:z"), "input\nz\nlong line here\r\ntail exit 3 stderr 16"; got != want {
 		t.Errorf("raw: got %q, want %q", got, want)
+	}
+
+	// The bounds at their edges: a line of exactly MaxProcessLineBytes
+	// passes and one byte more is refused; stderr is kept up to
+	// MaxProcessStderrBytes.
+	edge := script(t, t.TempDir(), `head -c $1 /dev/zero | tr '\0' a
+echo
+head -c 100000 /dev/zero >&2
+`)
+	p = bindProc(t, e, procBinding(t, edge, account(t)))
+	max := strconv.Itoa(abi.MaxProcessLineBytes)
+	if got, want := run(t, p, "lens:"+max), max+" exit 0 stderr "+strconv.Itoa(abi.MaxProcessStderrBytes); got != want {
+		t.Errorf("line at the bound: %q, want %q", got, want)
+	}
+	if got, want := run(t, p, "lens:"+strconv.Itoa(abi.MaxProcessLineBytes+1)), "read errno "+strconv.Itoa(int(abi.ErrLimit)); got != want {
+		t.Errorf("line past the bound: %q, want %q", got, want)
 	}
 }
 

@@ -93,6 +93,7 @@ func start(binary string, args []string, stdin string) int32 {
 //	              exit code and the stderr length
 //	start:NAME    start NAME; answer the handle or errno
 //	raw           like run, reading raw chunks
+//	lens:ARGS     like run, answering the lines' lengths
 //	flood         start "cli", read lines until an error; answer it
 //	leak:N        start "cli" N times, read a line of each and never
 //	              close any; answer the handles and errnos
@@ -101,7 +102,7 @@ func start(binary string, args []string, stdin string) int32 {
 func complete(msg string) int32 {
 	cmd, arg, _ := strings.Cut(msg, ":")
 	switch cmd {
-	case "run", "raw":
+	case "run", "raw", "lens":
 		var args []string
 		if arg != "" {
 			args = strings.Split(arg, " ")
@@ -141,7 +142,11 @@ func complete(msg string) int32 {
 					buf = make([]byte, n)
 					continue
 				}
-				out = append(out, string(buf[:n]))
+				if cmd == "lens" {
+					out = append(out, strconv.Itoa(int(n)))
+				} else {
+					out = append(out, string(buf[:n]))
+				}
 			}
 		}
 		code := procWait(h)
