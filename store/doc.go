@@ -86,20 +86,24 @@
 // rotated out meanwhile would be acknowledged unsynced.
 //
 // Measured (go test -run '^$' -bench DurableCommit -benchtime 4000x
-// ./store/, 300-byte values, on the 2-core development machine with other
-// work running, medians of three): one synced commit takes about 0.12 ms
-// (two msyncs). Through the committer, creates and appends run at about
-// 8,000/s from 1 goroutine (1 batch per operation), 30,000/s from 8
-// (0.25 batches per operation) and 60,000–80,000/s from 64 (0.03 batches
-// per operation, about 0.07 syncs per commit counted with strace). One
-// synced Badger transaction per operation (the BadgerTxn baseline) stays at
-// about 9,000–12,000/s from 8 or 64 goroutines with 1.05 syncs per commit.
-// The jobs feature's target, 500 jobs/s with about 6 events each, is 3,000
-// commits/s plus the job records'.
+// ./store/, 300-byte values, on the 2-core development machine, which
+// other engineers' builds shared). Quiet (load average ~1): one synced
+// commit takes about 0.12 ms (two msyncs); through the committer, creates
+// and appends run at about 8,000/s from 1 goroutine (1 batch per
+// operation), 25,000–30,000/s from 8 (0.25 batches per operation) and
+// 60,000–90,000/s from 64 (0.03 batches per operation; strace counts 268
+// msyncs for 4,001 creates, 0.07 per commit). The baseline, one synced
+// Badger transaction per operation (BadgerTxn), stays at 9,000–13,000/s
+// from 8 or 64 goroutines, with 4,208 msyncs for 4,001 commits (1.05 per
+// commit). Loaded (load average 12–16): a sync takes ~2 ms, and from 64
+// goroutines the committer still makes ~18,000 commits/s against the
+// baseline's 400–1,600/s. The jobs feature's target, 500 jobs/s with about
+// 6 events each, is some 3,000–4,000 commits/s from many concurrent jobs.
 //
 // Usage records and qualification reports are synced too, as every Badger
-// commit is (BenchmarkUsage: ~8 µs and ~8 µs of CPU per record, as before
-// sync: the writer already batches them).
+// commit is, at no measurable cost (BenchmarkUsage/Store: 7–9 µs and
+// 7–9 µs of CPU per record with and without SyncWrites: the writer already
+// commits a batch at a time).
 //
 // # Lifecycle
 //
