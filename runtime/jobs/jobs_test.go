@@ -763,3 +763,25 @@ func TestMaxBytesEdge(t *testing.T) {
 		t.Fatalf("one byte over: %v", err)
 	}
 }
+
+// A running job whose credential loses its grants is aborted at the next
+// poll: run.cancelled carrying FORBIDDEN.
+func TestRevokedWhileRunning(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	reader := h.user("a2", "alice", "read")
+	s := h.open(h.options())
+	s.Start()
+	j, err := s.Submit(context.Background(), alice, "k", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s, reader, j.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	h.user("a1", "alice", "read") // submit is no longer granted
+	info := wait(t, s, reader, j.ID, terminal)
+	evs := allEvents(t, s, reader, j.ID)
+	last := evs[len(evs)-1]
+	if info.State != StateCancelled || last["type"] != "run.cancelled" || last["error"].(map[string]any)["code"] != "FORBIDDEN" {
+		t.Fatalf("revoked: %+v %v", info, last)
+	}
+}
