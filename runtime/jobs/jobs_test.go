@@ -785,3 +785,62 @@ func TestRevokedWhileRunning(t *testing.T) {
 		t.Fatalf("revoked: %+v %v", info, last)
 	}
 }
+
+// partitioned is a store whose lease renewals stop reaching it.
+type partitioned struct {
+	*durable.Memory
+	cut atomic.Bool
+}
+
+func (p *partitioned) Renew(ctx context.Context, name string, token uint64, ttl time.Duration) (durable.Lease, error) {
+	if p.cut.Load() {
+		return durable.Lease{}, errors.New("partitioned")
+	}
+	return p.Memory.Renew(ctx, name, token, ttl)
+}
+
+// An owner that cannot renew for a whole lease stops (JOB_LEASE_LOST), and
+// the owner that took over after expiry interrupts its running job.
+func TestLeaseLost(t *testing.T) {
+	h := newHarness(t)
+	var skew atomic.Int64
+	h.store.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	alice := h.user("a1", "alice", "submit", "read")
+	ps := &partitioned{Memory: h.store}
+	o := h.options()
+	o.Store, o.Lease = ps, 300*time.Millisecond
+	s1 := h.open(o)
+	s1.Start()
+	j, err := s1.Submit(context.Background(), alice, "k", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s1, alice, j.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	ps.cut.Store(true)
+	skew.Store(int64(time.Second)) // the lease has expired for the store
+	o2 := h.options()
+	o2.HostID = "host-2"
+	s2 := h.open(o2)
+	if info, _ := s2.Read(context.Background(), alice, j.ID); info.State != StateInterrupted {
+		t.Fatalf("after takeover: %+v", info)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := s1.Read(context.Background(), alice, j.ID)
+		if protocol.CodeOf(err) == protocol.CodeJobLeaseLost {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("old owner still serving: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := s1.Submit(context.Background(), alice, "k2", req("hello")); protocol.CodeOf(err) != protocol.CodeJobLeaseLost {
+		t.Fatalf("submit to the old owner: %v", err)
+	}
+	before := types(allEvents(t, s2, alice, j.ID))
+	_ = s1.Stop(context.Background()) // its run ends; nothing reaches the log
+	if after := types(allEvents(t, s2, alice, j.ID)); after != before {
+		t.Fatalf("old owner wrote after losing the lease: %s, was %s", after, before)
+	}
+}
