@@ -177,6 +177,31 @@ func TestCLIRunTool(t *testing.T) {
 	if code != 0 || strings.TrimSpace(stdout) != `{"result":"0.3"}` {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
+
+	// plugins list shows each tool extension's tools and which have side
+	// effects, and its permissions.
+	code, stdout, stderr = adhost(t, "plugins", "list", "--config", s.config, "--json")
+	var rows []struct{ ID, Tools, Permissions string }
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || code != 0 {
+		t.Fatalf("plugins list: %d %v %s", code, err, stderr)
+	}
+	want := map[string][2]string{
+		"calculate":  {"calculate", "none"},
+		"json-query": {"json_query", "none"},
+		"http-fetch": {"http_fetch(side effects)", "network:+allowlist(allow_origins)"},
+		"notes":      {"notes(side effects)", "kv"},
+	}
+	for _, r := range rows {
+		if w, ok := want[r.ID]; ok {
+			if r.Tools != w[0] || r.Permissions != w[1] {
+				t.Errorf("%s: tools %q permissions %q, want %q %q", r.ID, r.Tools, r.Permissions, w[0], w[1])
+			}
+			delete(want, r.ID)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not listed: %v", want)
+	}
 }
 
 // TestToolStopped: a running tool extension is stopped, not waited for,

@@ -116,7 +116,7 @@ func cliPluginsList(env *cliEnv, args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Version, kind, cliShort(e.SHA256), verified, qualified.latest(e.SHA256), caps, perms, tools)
 		rows = append(rows, cliPluginRow{ID: e.ID, Version: e.Version, Kind: kind, SHA256: e.SHA256,
 			Verified: verified == "yes", Problem: strings.TrimPrefix(verified, "no: "), Qualified: qualified.latest(e.SHA256),
-			Capabilities: caps, Permissions: perms})
+			Capabilities: caps, Permissions: perms, Tools: tools})
 	}
 	if *asJSON {
 		for i := range rows {
@@ -149,6 +149,9 @@ type cliPluginRow struct {
 	Qualified    string `json:"qualified"`
 	Capabilities string `json:"capabilities"`
 	Permissions  string `json:"permissions"`
+	// Tools are the declared tools, "(side effects)" marking those that
+	// may change something outside the run.
+	Tools string `json:"tools"`
 }
 
 func cliShort(d string) string {

@@ -3,6 +3,9 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	goruntime "runtime"
+	"strings"
+	"sync"
 	"testing"
 
 	"adhost/abi"
@@ -64,5 +67,45 @@ func TestToolOutputSchemaInvalid(t *testing.T) {
 	}}}})
 	if err == nil {
 		t.Fatal("New accepted an invalid output schema")
+	}
+}
+
+// TestToolsRunSerially: the calls of one step run one at a time, in the
+// provider's order, each seeing the previous one finished.
+func TestToolsRunSerially(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		inFlight int
+		maxSeen  int
+		order    []string
+	)
+	env := newEnv(t, toolCaller(1, 2), withTool("slow", `{"type":"object","properties":{"i":{"type":"string"}}}`, false,
+		func(_ context.Context, args json.RawMessage, _ func()) (json.RawMessage, error) {
+			mu.Lock()
+			inFlight++
+			maxSeen = max(maxSeen, inFlight)
+			order = append(order, string(args))
+			mu.Unlock()
+			goruntime.Gosched() // give a concurrent call the chance to overlap
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return json.RawMessage(`{}`), nil
+		}))
+	env.prov.complete = func(_ context.Context, in *abi.CompleteInput, _ TurnSink) (*abi.CompleteOutput, error) {
+		if in.Step == 2 {
+			return &abi.CompleteOutput{Text: "done"}, nil
+		}
+		var calls []abi.ToolCall
+		for _, i := range []string{"a", "b", "c", "d"} {
+			calls = append(calls, abi.ToolCall{ID: "c" + i, Name: "slow", Arguments: json.RawMessage(`{"i":"` + i + `"}`)})
+		}
+		return &abi.CompleteOutput{ToolCalls: calls}, nil
+	}
+	if _, err := env.start(t, req("x", withTools("slow")), ModeJSON).Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if maxSeen != 1 || strings.Join(order, "") != `{"i":"a"}{"i":"b"}{"i":"c"}{"i":"d"}` {
+		t.Fatalf("max in flight %d, order %v", maxSeen, order)
 	}
 }
