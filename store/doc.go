@@ -83,7 +83,9 @@
 // operation waits for nothing but its own commit. A db.Sync() after
 // unsynced commits would be cheaper still but is not safe: it syncs only
 // the current memtable's log, and a commit that landed in a memtable
-// rotated out meanwhile would be acknowledged unsynced.
+// rotated out meanwhile would be acknowledged unsynced. One gap remains,
+// Badger's: a failed sync of the value log (values of 64 KiB and more) is
+// logged by Badger, not returned; the write-ahead log's is returned.
 //
 // Measured (go test -run '^$' -bench DurableCommit -benchtime 4000x
 // ./store/, 300-byte values, on the 2-core development machine, which

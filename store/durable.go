@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"syscall"
 	"time"
@@ -515,6 +516,9 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBytes int) ([]durable.Record, error) {
 	if err := durable.CheckKey(log); err != nil {
 		return nil, err
+	}
+	if after == math.MaxUint64 {
+		return nil, nil // nothing can follow (and after+1 would wrap to the start)
 	}
 	var out []durable.Record
 	err := s.view(ctx, func(txn *badger.Txn) error {

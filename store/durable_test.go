@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -107,6 +108,9 @@ func TestDurableNamesNest(t *testing.T) {
 		if err != nil || len(recs) != 1 || string(recs[0].Data) != l {
 			t.Fatalf("Read %s: %+v %v", l, recs, err)
 		}
+	}
+	if recs, err := s.Read(ctx, "a", math.MaxUint64, 0, 0); err != nil || len(recs) != 0 {
+		t.Fatalf("Read after the largest sequence: %+v %v", recs, err)
 	}
 	if err := s.DeleteLog(ctx, "a"); err != nil {
 		t.Fatal(err)
