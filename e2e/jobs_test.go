@@ -207,7 +207,14 @@ func TestJobsSurviveKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for !strings.Contains(jobTypes(jobLog(t, c, tool.ID)), "tool.called") {
+	for deadline := time.Now().Add(time.Minute); ; {
+		evs := jobLog(t, c, tool.ID)
+		if strings.Contains(jobTypes(evs), "tool.called") || len(evs) > 0 && evs[len(evs)-1].Terminal() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tool.called: %s", jobTypes(evs))
+		}
 	}
 	killHard(t, srv)
 	srv = startServer(t, s)
