@@ -1,7 +1,6 @@
 package main
 
 import (
-	"slices"
 	"testing"
 
 	"adhost/internal/clisim"
@@ -15,36 +14,14 @@ var adapter = clisimtest.Adapter{Dir: "plugins/gemini-cli", ID: "gemini-cli", Ve
 // the result's stats, an error result, error events, a non-zero exit with
 // stderr noise, a malformed line, a truncated output.
 func TestTranscripts(t *testing.T) {
-	x := clisimtest.Load(t, adapter)
-	ts, err := clisim.Transcripts(adapter.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range ts {
-		t.Run(tr.Name, func(t *testing.T) {
-			b := clisimtest.Bind(t, x, adapter, tr, nil)
-			clisimtest.Check(t, adapter, b, tr, "gemini-2.5-pro")
-			if tr.Hang {
-				return
-			}
-			want := []string{"--output-format", "stream-json", "--model", "gemini-2.5-pro"}
-			if args := b.Fake.Args(); !slices.Equal(args, want) {
-				t.Errorf("args %q, want %q", args, want)
-			}
-			if in := b.Fake.Read("stdin"); in != "Be brief.\n\nHello "+tr.Name {
-				t.Errorf("stdin %q", in)
-			}
-		})
-	}
+	clisimtest.Transcripts(t, adapter, "gemini-2.5-pro", func(*clisim.Transcript) []string {
+		return []string{"--output-format", "stream-json", "--model", "gemini-2.5-pro"}
+	})
 }
 
-// TestProcessHygiene: see clisimtest.Hygiene.
+// TestProcessHygiene: the CLI and its children end with the run however
+// it ends, see only the environment host.toml gives them, and a binary
+// replaced after it was verified is refused (clisimtest.Hygiene).
 func TestProcessHygiene(t *testing.T) {
-	x := clisimtest.Load(t, adapter)
-	ts, err := clisim.Transcripts(adapter.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clisimtest.Hygiene(t, x, clisimtest.HygieneCase{Adapter: adapter, Model: "gemini-2.5-pro",
-		Hang: clisimtest.Find(t, ts, "hang"), OK: clisimtest.Find(t, ts, "streamed"), EnvVar: "GEMINI_API_KEY"})
+	clisimtest.RunHygiene(t, adapter, "gemini-2.5-pro", "streamed", "GEMINI_API_KEY")
 }

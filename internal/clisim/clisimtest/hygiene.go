@@ -185,3 +185,14 @@ func Find(t testing.TB, ts []*clisim.Transcript, name string) *clisim.Transcript
 	t.Fatalf("no transcript %q", name)
 	return nil
 }
+
+// RunHygiene loads a and runs Hygiene with its "hang" transcript and the
+// succeeding transcript ok.
+func RunHygiene(t *testing.T, a Adapter, model, ok, envVar string) {
+	x := Load(t, a)
+	ts, err := clisim.Transcripts(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Hygiene(t, x, HygieneCase{Adapter: a, Model: model, Hang: Find(t, ts, "hang"), OK: Find(t, ts, ok), EnvVar: envVar})
+}
