@@ -57,3 +57,30 @@ func TestWasm(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWasmInvoke is one calculate call through runtime/wasm, as the
+// engine makes it (pooled instance, input, evaluation, output).
+func BenchmarkWasmInvoke(b *testing.B) {
+	path := testenv.BuildPlugin(b, "plugins/calculate")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	x, err := wasm.Load(b.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close(context.Background())
+	ts, err := x.ToolSet(wasm.InstanceConfig{ID: "calculate"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := abi.ToolCall{ID: "call_1", Name: ToolName, Arguments: json.RawMessage(`{"expression":"(1.5 + 2.25) * 4 / 3 - 2^10"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ts.Invoke(b.Context(), call, func() {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

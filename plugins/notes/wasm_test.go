@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"adhost/abi"
@@ -128,5 +129,39 @@ func TestWasmDenied(t *testing.T) {
 		if protocol.CodeOf(err) != protocol.CodeToolFailed {
 			t.Errorf("%s: %v, want TOOL_FAILED", name, err)
 		}
+	}
+}
+
+// TestWasmConcurrentBound: puts of one subject racing from several calls
+// at once still stop at exactly MaxKVKeys notes.
+func TestWasmConcurrentBound(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("builds and loads a wasm module (not with -short or -race)")
+	}
+	tl := load(t, durable.NewMemory())
+	const n = abi.MaxKVKeys + 50
+	results := make(chan string, n)
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 6 {
+				out, err := tl.call("gina", fmt.Sprintf(`{"op":"put","key":"k%03d","value":"v"}`, i))
+				if err != nil {
+					out = err.Error()
+				}
+				results <- out
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	counts := map[string]int{}
+	for r := range results {
+		counts[r]++
+	}
+	if counts[`{"ok":true}`] != abi.MaxKVKeys || counts[`{"error":"the notebook is full: at most 100 notes and 65536 bytes of keys and notes"}`] != 50 {
+		t.Fatalf("outcomes %v", counts)
 	}
 }
