@@ -56,6 +56,11 @@ type pool struct {
 	closed   bool
 	drained  chan struct{} // closed once closed and inUse == 0
 	reaping  bool          // a reap is scheduled
+	// refills counts background refills under way; refilled is closed
+	// (and replaced) when one ends, for a capped acquire that waits for
+	// the instance a refill is creating instead of creating one more.
+	refills  int
+	refilled chan struct{}
 	wg       sync.WaitGroup
 }
 
@@ -167,6 +172,31 @@ func (p *pool) acquire(ctx context.Context) (*instance, lease, error) {
 		p.mu.Unlock()
 		return nil, lease{}, ErrClosed
 	}
+	// A capped pool whose every unit is an instance (live == max) and
+	// whose idle list is empty has a refill under way: its instance is
+	// the one this call may use, so wait for it rather than create one
+	// past the cap.
+	for p.max > 0 && len(p.idle) == 0 && p.live >= p.max && p.refills > 0 {
+		if p.refilled == nil {
+			p.refilled = make(chan struct{})
+		}
+		ch := p.refilled
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.giveBackLocked(l)
+			p.mu.Unlock()
+			return nil, lease{}, context.Cause(ctx)
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.giveBackLocked(l)
+			p.mu.Unlock()
+			return nil, lease{}, ErrClosed
+		}
+	}
 	p.inUse++
 	if n := len(p.idle); n > 0 {
 		inst := p.idle[n-1].inst
@@ -272,6 +302,7 @@ func (p *pool) release(ctx context.Context, inst *instance, l lease, discard boo
 	refill := !p.closed && len(p.idle) == 0 && p.warm > 0 && (p.max == 0 || p.live < p.max)
 	if refill {
 		p.live++
+		p.refills++
 		p.wg.Add(1)
 	}
 	p.signalDrainedLocked()
@@ -326,11 +357,23 @@ func (p *pool) reap() {
 	}
 }
 
+// testHookRefill, when set, runs at the start of every background refill
+// (tests hold a refill under way with it).
+var testHookRefill func()
+
 func (p *pool) refill() {
 	defer p.wg.Done()
+	if testHookRefill != nil {
+		testHookRefill()
+	}
 	inst, err := p.x.newInstance(p.base)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.refills--
+	if p.refilled != nil {
+		close(p.refilled)
+		p.refilled = nil
+	}
 	if err != nil {
 		p.live--
 		if p.base.Err() == nil {

@@ -202,3 +202,59 @@ func TestPoolSpareUnits(t *testing.T) {
 		t.Fatalf("spare units not given back: %+v", s)
 	}
 }
+
+// TestPoolCapWithRefill: a call that finds the cap's instances all live —
+// one of them a background refill still being created after a discard —
+// waits for that instance instead of creating one past the cap.
+func TestPoolCapWithRefill(t *testing.T) {
+	hold1 := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	testHookRefill = func() {
+		entered <- struct{}{}
+		<-hold1
+	}
+	defer func() { testHookRefill = nil }()
+	e := loadProvider(t, Options{PoolSize: 2, MaxInstances: 2})
+	var once sync.Once
+	unhold := func() { once.Do(func() { close(hold1) }) }
+	t.Cleanup(unhold) // before the extension's own cleanup, which waits for refills
+	p := newProvider(t, e, InstanceConfig{})
+	c := p.(runtime.Capacity)
+	r1, _ := c.Reserve()
+	r2, _ := c.Reserve()
+	defer r1.Release()
+	defer r2.Release()
+	ctx1 := runtime.WithReservations(t.Context(), r1)
+	ctx2 := runtime.WithReservations(t.Context(), r2)
+	stop1 := hold(t, p, ctx1)
+	stop2 := hold(t, p, ctx2)
+	// A cancelled call's instance is discarded; with no idle instance
+	// left the pool starts a refill, held here while it is under way.
+	if err := stop1(); protocol.CodeOf(err) != protocol.CodeCancelled {
+		t.Fatal(err)
+	}
+	<-entered
+	got := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(ctx1, input("stream:after"), &sink{})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a call completed while the cap's last instance was still being created: %v (stats %+v)", err, e.x.Stats())
+	case <-time.After(50 * time.Millisecond):
+	}
+	if s := e.x.Stats(); s.Live > 2 {
+		t.Fatalf("live %d above the cap of 2: %+v", s.Live, s)
+	}
+	unhold()
+	if err := <-got; err != nil {
+		t.Fatalf("the waiting call: %v", err)
+	}
+	if err := stop2(); protocol.CodeOf(err) != protocol.CodeCancelled {
+		t.Fatal(err)
+	}
+	if s := e.x.Stats(); s.Live > 2 {
+		t.Fatalf("live %d above the cap of 2 at the end: %+v", s.Live, s)
+	}
+}
