@@ -58,6 +58,7 @@ func (f *File) Validate() error {
 	f.validateProviders(p)
 	f.validateBinaries(p)
 	toolNames := f.validateTools(p)
+	f.validateToolSettings(p)
 	f.validateTokens(p, toolNames)
 	f.validateSessions(p)
 	f.validateIdempotency(p)
