@@ -253,3 +253,56 @@ func TestSchedulingRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetsOverHTTP: the fixture's echo reports one input token per
+// word and one output token per delta. At max_tokens the run completes;
+// one token over it fails with RESOURCE_LIMIT (403 in JSON, run.failed on
+// a stream). A subject whose own budget rejects unknown usage stops at the
+// first response that reports no cost, before the tool the model asked
+// for. (That a limit reached at a tool-calling step stops the run before
+// its tool is runtime's TestBudgets: no fixture scenario reports usage
+// with a tool call.)
+func TestBudgetsOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	bob := addSiteToken(t, s, "bob", "bob", []string{fixtureProvider}, []string{"conformance_lookup"})
+	appendSiteConfig(t, s, "[resources.default]\nmax_tokens = 6\n\n[resources.subjects.bob]\nmax_cost_usd = 1.0\nunknown_usage = \"reject\"\n")
+	srv := startServer(t, s)
+	alice, b := newRunClient(t, srv, s.token), newRunClient(t, srv, bob)
+
+	if res, err := alice.Run(t.Context(), runRequest("at the edge")); err != nil || res.Usage.InputTokens == nil || *res.Usage.InputTokens+*res.Usage.OutputTokens != 6 {
+		t.Fatalf("at the budget: %+v %v", res, err)
+	}
+	_, err := alice.Run(t.Context(), runRequest("one over the edge"))
+	checkClientError(t, err, protocol.CodeResourceLimit, http.StatusForbidden, false)
+	var types []string
+	_, err = alice.Stream(t.Context(), runRequest("one over the edge"), func(ev client.Event) error { types = append(types, ev.Type); return nil })
+	if client.CodeOf(err) != protocol.CodeResourceLimit {
+		t.Fatalf("stream: %v, want RESOURCE_LIMIT", err)
+	}
+	if types[len(types)-1] != client.EventRunFailed || !contains(types, client.EventUsageReported) {
+		t.Fatalf("events %v", types)
+	}
+
+	// bob's own table replaces the default: his tokens are not limited,
+	// his cost is, and the fixture reports none.
+	_, err = b.Run(t.Context(), runRequest("one over the edge"))
+	checkClientError(t, err, protocol.CodeResourceUsageUnknown, http.StatusForbidden, false)
+	types = nil
+	_, err = b.Stream(t.Context(), withTools(runRequest("conformance:tools"), "conformance_lookup"), func(ev client.Event) error {
+		types = append(types, ev.Type)
+		return nil
+	})
+	if client.CodeOf(err) != protocol.CodeResourceUsageUnknown || contains(types, client.EventToolCalled) {
+		t.Fatalf("stream: %v with events %v, want RESOURCE_USAGE_UNKNOWN before any tool", err, types)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

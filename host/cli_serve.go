@@ -291,6 +291,7 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		QueueTotal:    cfg.Limits.QueueTotal,
 		QueueSubject:  cfg.Limits.QueuePerSubject,
 		Scheduler:     scheduling.New(),
+		Budgets:       cliBudgets(cfg.Resources),
 		UsageSink:     sinks,
 		HostID:        hostID,
 		Logger:        log,
@@ -431,4 +432,28 @@ func cliRandomUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	x := hex.EncodeToString(b[:])
 	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}
+
+// cliBudgets is the engine's budget policy of [resources]; nil without
+// the table.
+func cliBudgets(r *config.Resources) runtime.BudgetPolicy {
+	if r == nil {
+		return nil
+	}
+	conv := func(b config.Budget) runtime.Budget {
+		return runtime.Budget{MaxTokens: b.MaxTokens, MaxCostUSD: b.MaxCostUSD, RejectUnknown: b.UnknownUsage == "reject"}
+	}
+	convAll := func(m map[string]config.Budget) map[string]runtime.Budget {
+		out := make(map[string]runtime.Budget, len(m))
+		for k, b := range m {
+			out[k] = conv(b)
+		}
+		return out
+	}
+	b := &scheduling.Budgets{Subjects: convAll(r.Subjects), Accounts: convAll(r.Accounts)}
+	if r.Default != nil {
+		d := conv(*r.Default)
+		b.Default = &d
+	}
+	return b
 }

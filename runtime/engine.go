@@ -86,6 +86,9 @@ type Options struct {
 	// slots itself (no queue). It is the engine's for life; Reconfigure
 	// only changes its policy.
 	Scheduler Scheduler
+	// Budgets gives each run its resource budgets; nil: none. The
+	// engine's for life, like the usage sink.
+	Budgets BudgetPolicy
 	// UsageSink may be nil (no usage records).
 	UsageSink UsageSink
 	// HostID names this host in usage records; empty: a random UUID per
@@ -130,6 +133,7 @@ type Engine struct {
 	maxSubject int
 	// sched, when set, holds the slots instead of running/perSubject.
 	sched     Scheduler
+	budgets   BudgetPolicy
 	usageSink UsageSink
 	hostID    string
 	log       *slog.Logger
@@ -191,6 +195,7 @@ func New(opts Options) (*Engine, error) {
 		perSubject: make(map[string]int),
 		work:       make(chan *Run),
 		sched:      opts.Scheduler,
+		budgets:    opts.Budgets,
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -441,6 +446,9 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 	// path, or the engine's base context would keep it forever.
 	r := newRun(e, p, req, pl, mode)
 	r.slot, r.queued = slot, queued
+	if e.budgets != nil {
+		r.budgets = e.budgets.Budgets(p.Subject, pl.inst.AccountID)
+	}
 	if opts.RunID != "" {
 		r.id = opts.RunID
 	}

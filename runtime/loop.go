@@ -71,6 +71,11 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 			r.mu.Unlock()
 		}
 		r.touch() // provider turn completion is progress
+		if len(r.budgets) > 0 {
+			if err := r.checkBudgets(); err != nil {
+				return nil, err
+			}
+		}
 
 		if len(out.ToolCalls) == 0 {
 			return r.complete(step, out)

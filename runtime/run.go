@@ -42,6 +42,9 @@ type Run struct {
 	// queued says the run was accepted waiting for it (awaitAdmission).
 	slot   Slot
 	queued bool
+	// budgets are the resource budgets checked after each model
+	// response (checkBudgets).
+	budgets []Budget
 
 	// lastActive is the time of the last real progress, as a duration
 	// since startedAt (read by the idle timer).

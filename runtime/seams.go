@@ -330,3 +330,56 @@ type SchedulerStats struct {
 	// subjects holding a slot.
 	Running, Queued, Subjects int
 }
+
+// Budget is one resource policy's per-run limits (wire-extensions §11.1).
+// They are observed from the usage providers report, not billing
+// guarantees: a provider that reports too little is not stopped.
+type Budget struct {
+	// MaxTokens bounds reported input + output tokens over all steps;
+	// 0: none.
+	MaxTokens int64
+	// MaxCostUSD bounds reported costUsd over all steps; 0: none.
+	MaxCostUSD float64
+	// RejectUnknown stops the run (RESOURCE_USAGE_UNKNOWN) at the first
+	// response after which a limited total cannot be established; unset,
+	// such a total is checked over what was reported.
+	RejectUnknown bool
+}
+
+// BudgetPolicy gives the budgets a run of subject on account ("" when the
+// provider instance names none) must stay within, all of them at once; it
+// is asked once per run, at acceptance. Options.Budgets nil: no budgets.
+type BudgetPolicy interface {
+	Budgets(subject, account string) []Budget
+}
+
+// checkBudgets runs after each model response, before its tools or the
+// next step: RESOURCE_LIMIT once a total is over a budget,
+// RESOURCE_USAGE_UNKNOWN when a budget rejects a total that some response
+// did not report.
+func (r *Run) checkBudgets() error {
+	a := &r.acct
+	known := func(i int) bool { return a.reported[i] == a.completed && !a.overflow[i] }
+	tokens := a.ints[fInput] + a.ints[fOutput]
+	tokensKnown := known(fInput) && known(fOutput)
+	cost, costKnown := a.floats[0], known(fCost)
+	for _, b := range r.budgets {
+		if b.MaxTokens > 0 {
+			if b.RejectUnknown && !tokensKnown {
+				return protocol.New(protocol.CodeResourceUsageUnknown)
+			}
+			if tokens > b.MaxTokens || a.overflow[fInput] || a.overflow[fOutput] {
+				return protocol.New(protocol.CodeResourceLimit)
+			}
+		}
+		if b.MaxCostUSD > 0 {
+			if b.RejectUnknown && !costKnown {
+				return protocol.New(protocol.CodeResourceUsageUnknown)
+			}
+			if cost > b.MaxCostUSD || a.overflow[fCost] {
+				return protocol.New(protocol.CodeResourceLimit)
+			}
+		}
+	}
+	return nil
+}

@@ -20,6 +20,8 @@ type File struct {
 	Idempotency *Idempotency `toml:"idempotency"`
 	// Jobs is [jobs]; nil when the table is absent.
 	Jobs *Jobs `toml:"jobs"`
+	// Resources is [resources] (budgets); nil when absent.
+	Resources *Resources `toml:"resources"`
 
 	// Path is the file the configuration was loaded from (absolute), and
 	// Dir its directory; both empty for Parse without a path.

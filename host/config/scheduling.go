@@ -68,3 +68,74 @@ func (f *File) validateScheduling(p *problems) {
 	check("subjects", "subject", l.Subjects, subjects)
 	check("accounts", "account_id", l.Accounts, accounts)
 }
+
+// Resources is [resources]: per-run budgets (wire-extensions §11.1), in
+// [resources.default], [resources.subjects.NAME] and
+// [resources.accounts.ID]. A subject's table replaces the default for it;
+// an account's table holds as well. Nil when absent: no budgets.
+type Resources struct {
+	Default  *Budget           `toml:"default"`
+	Subjects map[string]Budget `toml:"subjects"`
+	Accounts map[string]Budget `toml:"accounts"`
+}
+
+// Budget is one [resources.*] table.
+type Budget struct {
+	// MaxTokens bounds the reported input + output tokens of a run over
+	// all its steps, 1..2^53−1; 0 (absent): none.
+	MaxTokens int64 `toml:"max_tokens"`
+	// MaxCostUSD bounds the reported costUsd of a run; > 0; absent: none.
+	MaxCostUSD float64 `toml:"max_cost_usd"`
+	// UnknownUsage is "allow" (the default: a limited total some response
+	// did not report is checked over what was reported) or "reject" (the
+	// run stops with RESOURCE_USAGE_UNKNOWN).
+	UnknownUsage string `toml:"unknown_usage"`
+}
+
+// MaxBudgetTokens is 2^53−1, the largest count every client can hold.
+const MaxBudgetTokens = 1<<53 - 1
+
+func (f *File) validateResources(p *problems) {
+	r := f.Resources
+	if r == nil {
+		return
+	}
+	check := func(key string, b Budget) {
+		if _, set := f.pos[key+".max_tokens"]; (set || b.MaxTokens != 0) && (b.MaxTokens < 1 || b.MaxTokens > MaxBudgetTokens) {
+			p.add(key+".max_tokens", "%d out of range 1..%d", b.MaxTokens, int64(MaxBudgetTokens))
+		}
+		if _, set := f.pos[key+".max_cost_usd"]; (set || b.MaxCostUSD != 0) && !(b.MaxCostUSD > 0 && b.MaxCostUSD <= 1e15) {
+			p.add(key+".max_cost_usd", "%v must be a positive amount (at most 1e15)", b.MaxCostUSD)
+		}
+		switch b.UnknownUsage {
+		case "", "allow", "reject":
+		default:
+			p.add(key+".unknown_usage", "%q is not \"allow\" or \"reject\"", b.UnknownUsage)
+		}
+	}
+	if r.Default != nil {
+		check("resources.default", *r.Default)
+	}
+	subjects := map[string]bool{}
+	for _, t := range f.Tokens {
+		subjects[t.Subject] = true
+	}
+	for _, k := range sortedKeys(r.Subjects) {
+		key := "resources.subjects." + k
+		check(key, r.Subjects[k])
+		if !subjects[k] {
+			p.add(key, "%q is not the subject of any configured token", k)
+		}
+	}
+	accounts := map[string]bool{}
+	for _, pr := range f.Providers {
+		accounts[pr.AccountID] = pr.AccountID != ""
+	}
+	for _, k := range sortedKeys(r.Accounts) {
+		key := "resources.accounts." + k
+		check(key, r.Accounts[k])
+		if !accounts[k] {
+			p.add(key, "%q is not the account_id of any configured provider", k)
+		}
+	}
+}

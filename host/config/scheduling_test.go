@@ -75,3 +75,43 @@ func TestSchedulingKeyErrors(t *testing.T) {
 		}
 	}
 }
+
+// resDoc is schedDoc with [resources] tables instead of [limits] lines.
+func resDoc(tables string) string { return schedDoc("") + "\n" + tables }
+
+func TestResourcesTables(t *testing.T) {
+	f, err := decodeValidate(t, resDoc(""))
+	if err != nil || f.Resources != nil {
+		t.Fatalf("absent: %v %+v", err, f.Resources)
+	}
+	f, err = decodeValidate(t, resDoc("[resources.default]\nmax_tokens = 9007199254740991\nmax_cost_usd = 0.01\nunknown_usage = \"reject\"\n"+
+		"[resources.subjects.alice]\nmax_tokens = 1\n[resources.accounts.acct-1]\nunknown_usage = \"allow\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.Resources
+	if *r.Default != (Budget{MaxTokens: MaxBudgetTokens, MaxCostUSD: 0.01, UnknownUsage: "reject"}) ||
+		r.Subjects["alice"] != (Budget{MaxTokens: 1}) || r.Accounts["acct-1"] != (Budget{UnknownUsage: "allow"}) {
+		t.Fatalf("decoded %+v", r)
+	}
+}
+
+func TestResourcesErrors(t *testing.T) {
+	for _, tc := range []struct{ tables, want string }{
+		{"[resources.default]\nmax_tokens = 0\n", "host.toml:24: resources.default.max_tokens: 0 out of range 1..9007199254740991"},
+		{"[resources.default]\nmax_tokens = 9007199254740992\n", "resources.default.max_tokens: 9007199254740992 out of range"},
+		{"[resources.default]\nmax_cost_usd = 0.0\n", "host.toml:24: resources.default.max_cost_usd: 0 must be a positive amount"},
+		{"[resources.default]\nmax_cost_usd = -1.0\n", "resources.default.max_cost_usd: -1 must be a positive amount"},
+		{"[resources.default]\nmax_cost_usd = nan\n", "resources.default.max_cost_usd: NaN must be a positive amount"},
+		{"[resources.default]\nunknown_usage = \"deny\"\n", `host.toml:24: resources.default.unknown_usage: "deny" is not "allow" or "reject"`},
+		{"[resources.subjects.bob]\nmax_tokens = 5\n", `resources.subjects.bob: "bob" is not the subject of any configured token`},
+		{"[resources.accounts.other]\nmax_tokens = 5\n", `resources.accounts.other: "other" is not the account_id of any configured provider`},
+		{"[resources.accounts.acct-1]\nmax_tokens = -5\n", "host.toml:24: resources.accounts.acct-1.max_tokens: -5 out of range"},
+		{"[resources.default]\nmax_steps = 5\n", "resources.default.max_steps"},
+	} {
+		_, err := decodeValidate(t, resDoc(tc.tables))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.tables, err, tc.want)
+		}
+	}
+}

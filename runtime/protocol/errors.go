@@ -35,6 +35,10 @@ const (
 	CodeQueueFull                  Code = "QUEUE_FULL"
 	CodeRateLimited                Code = "RATE_LIMITED"
 	CodeAdmissionIdentityRequired  Code = "ADMISSION_IDENTITY_REQUIRED"
+	CodeResourceLimit              Code = "RESOURCE_LIMIT"
+	CodeResourceUsageUnknown       Code = "RESOURCE_USAGE_UNKNOWN"
+	CodeResourceAdmissionDenied    Code = "RESOURCE_ADMISSION_DENIED"
+	CodeResourcePolicyUnavailable  Code = "RESOURCE_POLICY_UNAVAILABLE"
 	CodeIdleTimeout                Code = "IDLE_TIMEOUT"
 	CodeTimeout                    Code = "TIMEOUT"
 	CodeCancelled                  Code = "CANCELLED"
@@ -238,10 +242,10 @@ var statusTable = map[Code]int{
 	CodeQueueFull:                  429,
 	CodeRateLimited:                429,
 	CodeAdmissionIdentityRequired:  503,
-	"RESOURCE_LIMIT":               403,
-	"RESOURCE_USAGE_UNKNOWN":       403,
-	"RESOURCE_ADMISSION_DENIED":    403,
-	"RESOURCE_POLICY_UNAVAILABLE":  503,
+	CodeResourceLimit:              403,
+	CodeResourceUsageUnknown:       403,
+	CodeResourceAdmissionDenied:    403,
+	CodeResourcePolicyUnavailable:  503,
 	CodeIdleTimeout:                504,
 	CodeTimeout:                    504,
 	CodeToolOutcomeUncertain:       409,
@@ -363,6 +367,10 @@ var messages = map[Code]string{
 	CodeHostShuttingDown:           "The host is shutting down.",
 	CodeBusy:                       "No execution slot is available.",
 	CodeQueueFull:                  "The waiting queue is full.",
+	CodeResourceLimit:              "The run reached its token or cost budget.",
+	CodeResourceUsageUnknown:       "The provider did not report the usage the run's budget needs.",
+	CodeResourceAdmissionDenied:    "The resource policy does not admit this run.",
+	CodeResourcePolicyUnavailable:  "The resource policy is unavailable.",
 	CodeRateLimited:                "The provider is rate limiting requests.",
 	CodeIdleTimeout:                "The run was idle for longer than its inactivity timeout.",
 	CodeTimeout:                    "The operation timed out.",

@@ -261,3 +261,31 @@ func TestSetPolicy(t *testing.T) {
 		t.Fatalf("stats %+v after all released", st)
 	}
 }
+
+// TestBudgetsLookup: the subject's table replaces the default, an
+// account's table adds to it, a run without an account gets none.
+func TestBudgetsLookup(t *testing.T) {
+	def := runtime.Budget{MaxTokens: 100}
+	b := &Budgets{
+		Default:  &def,
+		Subjects: map[string]runtime.Budget{"vip": {MaxTokens: 1000}},
+		Accounts: map[string]runtime.Budget{"acct": {MaxCostUSD: 2, RejectUnknown: true}},
+	}
+	for _, tc := range []struct {
+		subject, account string
+		want             []runtime.Budget
+	}{
+		{"anyone", "", []runtime.Budget{def}},
+		{"anyone", "other", []runtime.Budget{def}},
+		{"vip", "", []runtime.Budget{{MaxTokens: 1000}}},
+		{"vip", "acct", []runtime.Budget{{MaxTokens: 1000}, {MaxCostUSD: 2, RejectUnknown: true}}},
+	} {
+		got := b.Budgets(tc.subject, tc.account)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s/%s: %v, want %v", tc.subject, tc.account, got, tc.want)
+		}
+	}
+	if got := (&Budgets{}).Budgets("x", "y"); len(got) != 0 {
+		t.Errorf("empty policy: %v", got)
+	}
+}
