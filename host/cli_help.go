@@ -193,13 +193,25 @@ func cliCompletion(_ context.Context, env *cliEnv, args []string) int {
 	for _, c := range cliCommands {
 		cmds = append(cmds, c.name)
 	}
-	flags := cliFlagNames()
+	flags, subs := cliFlagNames(), cliSubcommands()
 	if pos[0] == "bash" {
-		fmt.Fprint(env.stdout, bashCompletion(cmds, flags))
+		fmt.Fprint(env.stdout, bashCompletion(cmds, subs, flags))
 	} else {
-		fmt.Fprint(env.stdout, zshCompletion(cmds, flags))
+		fmt.Fprint(env.stdout, zshCompletion(cmds, subs, flags))
 	}
 	return cliExitOK
+}
+
+// cliSubcommands are the subcommands of each command that has them
+// ("plugins" → list, verify …), from the help table's two-word entries.
+func cliSubcommands() map[string][]string {
+	out := map[string][]string{}
+	for _, name := range sortedKeysOf(cliHelp) {
+		if cmd, sub, ok := strings.Cut(name, " "); ok {
+			out[cmd] = append(out[cmd], sub)
+		}
+	}
+	return out
 }
 
 // cliFlagNames collects the flags of each command and plugins subcommand
@@ -208,7 +220,7 @@ func cliCompletion(_ context.Context, env *cliEnv, args []string) int {
 func cliFlagNames() map[string][]string {
 	out := map[string][]string{}
 	for _, name := range sortedKeysOf(cliHelp) {
-		if name == "plugins" || name == "completion" {
+		if name == "completion" || len(cliSubcommands()[name]) > 0 {
 			continue
 		}
 		var buf strings.Builder
@@ -231,14 +243,16 @@ func cliFlagNames() map[string][]string {
 	return out
 }
 
-func bashCompletion(cmds []string, flags map[string][]string) string {
+func bashCompletion(cmds []string, subs, flags map[string][]string) string {
 	var b strings.Builder
 	b.WriteString("# bash completion for adhost: source <(adhost completion bash)\n_adhost() {\n")
 	b.WriteString("  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]} sub=${COMP_WORDS[2]}\n")
 	fmt.Fprintf(&b, "  if [ \"$COMP_CWORD\" -eq 1 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n", strings.Join(cmds, " ")+" --help --version")
-	b.WriteString("  if [ \"$cmd\" = plugins ] && [ \"$COMP_CWORD\" -eq 2 ]; then COMPREPLY=($(compgen -W \"list verify inspect pin\" -- \"$cur\")); return; fi\n")
-	b.WriteString("  local key=$cmd; [ \"$cmd\" = plugins ] && key=\"plugins $sub\"\n")
-	b.WriteString("  case $key in\n")
+	b.WriteString("  local key=$cmd\n  case $cmd in\n")
+	for _, c := range sortedKeysOf(subs) {
+		fmt.Fprintf(&b, "    %q) if [ \"$COMP_CWORD\" -eq 2 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi; key=\"$cmd $sub\";;\n", c, strings.Join(subs[c], " "))
+	}
+	b.WriteString("  esac\n  case $key in\n")
 	for _, k := range sortedKeysOf(flags) {
 		fmt.Fprintf(&b, "    %q) COMPREPLY=($(compgen -W %q -- \"$cur\"));;\n", k, strings.Join(flags[k], " "))
 	}
@@ -246,13 +260,15 @@ func bashCompletion(cmds []string, flags map[string][]string) string {
 	return b.String()
 }
 
-func zshCompletion(cmds []string, flags map[string][]string) string {
+func zshCompletion(cmds []string, subs, flags map[string][]string) string {
 	var b strings.Builder
 	b.WriteString("#compdef adhost\n# zsh completion for adhost: adhost completion zsh > \"${fpath[1]}/_adhost\"\n_adhost() {\n")
 	fmt.Fprintf(&b, "  if (( CURRENT == 2 )); then compadd -- %s --help --version; return; fi\n", strings.Join(cmds, " "))
-	b.WriteString("  if [[ $words[2] == plugins ]] && (( CURRENT == 3 )); then compadd -- list verify inspect pin; return; fi\n")
-	b.WriteString("  local key=$words[2]; [[ $words[2] == plugins ]] && key=\"plugins $words[3]\"\n")
-	b.WriteString("  case $key in\n")
+	b.WriteString("  local key=$words[2]\n  case $words[2] in\n")
+	for _, c := range sortedKeysOf(subs) {
+		fmt.Fprintf(&b, "    %q) if (( CURRENT == 3 )); then compadd -- %s; return; fi; key=\"$words[2] $words[3]\";;\n", c, strings.Join(subs[c], " "))
+	}
+	b.WriteString("  esac\n  case $key in\n")
 	for _, k := range sortedKeysOf(flags) {
 		fmt.Fprintf(&b, "    %q) compadd -- %s; _files;;\n", k, strings.Join(flags[k], " "))
 	}

@@ -113,7 +113,11 @@ func TestCLICompletion(t *testing.T) {
 		t.Helper()
 		f := filepath.Join(t.TempDir(), "c.bash")
 		os.WriteFile(f, []byte(script), 0o644)
-		line := strings.Join(words, " ")
+		var q []string
+		for _, w := range words {
+			q = append(q, "'"+w+"'")
+		}
+		line := strings.Join(q, " ")
 		cmd := exec.Command("bash", "-c", `source "$1"; COMP_WORDS=(`+line+`); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _adhost; echo "${COMPREPLY[*]}"`, "x", f)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -132,6 +136,12 @@ func TestCLICompletion(t *testing.T) {
 	}
 	if got := complete("adhost", "plugins", "list", "--j"); got != "--json" {
 		t.Errorf("adhost plugins list --j<TAB> = %q", got)
+	}
+	// Every command with subcommands completes them, and their flags.
+	for cmd, subs := range cliSubcommands() {
+		if got := complete("adhost", cmd, ""); got != strings.Join(subs, " ") {
+			t.Errorf("adhost %s <TAB> = %q, want %q", cmd, got, strings.Join(subs, " "))
+		}
 	}
 	if code, _, _ := cliTestRun(t, "completion", "fish"); code != cliExitUsage {
 		t.Errorf("completion fish: %d", code)
