@@ -3,13 +3,11 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"adhost/abi"
-	"adhost/runtime/manifest"
+	"adhost/internal/plugintest"
 	"adhost/runtime/schema"
 	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/sdktest"
@@ -134,40 +132,17 @@ func FuzzEvaluate(f *testing.F) {
 	})
 }
 
-func declared(t *testing.T) *manifest.Manifest {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "manifests", "calculate.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manifest.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// TestManifest checks the pinned declaration against the plugin: same id
-// and version, the same definition as List, no side effects, no network.
+// TestManifest checks the pinned declaration against the plugin: same id,
+// version and definition as List, no side effects, no network, no kv.
 func TestManifest(t *testing.T) {
-	m := declared(t)
-	info := sdktest.Info(t, sdk.Registered())
-	if info.ID != m.ID || info.Version != m.Version || info.Kind != m.Kind || m.Network != nil || m.KV {
-		t.Fatalf("info %+v, manifest %+v", info, m)
-	}
-	defs := m.ToolDefs()
-	listed := sdktest.ListTools(t, tools{})
-	if len(defs) != 1 || len(listed) != 1 || defs[0].Name != listed[0].Name || defs[0].Description != listed[0].Description ||
-		string(defs[0].InputSchema) != string(listed[0].InputSchema) {
-		t.Fatalf("manifest %+v, List %+v", defs, listed)
-	}
-	if m.Tool(ToolName).HasSideEffects() {
-		t.Error("calculate declares side effects")
+	m := plugintest.CheckToolManifest(t, ID, tools{})
+	if m.Network != nil || m.KV || m.Tool(ToolName).HasSideEffects() {
+		t.Fatalf("manifest grants more than calculate needs: %+v", m)
 	}
 }
 
 func TestInvoke(t *testing.T) {
-	out := declared(t).ToolDefs()[0].OutputSchema
+	out := plugintest.Manifest(t, ID).ToolDefs()[0].OutputSchema
 	s, err := schema.Compile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"testing"
 
 	"adhost/abi"
+	"adhost/internal/plugintest"
 	"adhost/internal/testenv"
 	"adhost/runtime/wasm"
 )
@@ -26,18 +24,7 @@ func TestWasm(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("builds and loads a wasm module (not with -short or -race)")
 	}
-	path := testenv.BuildPlugin(t, "plugins/calculate")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close(context.Background())
-	ts, err := x.ToolSet(wasm.InstanceConfig{ID: "calculate"})
+	ts, err := plugintest.LoadTools(t, "plugins/calculate", ID, Version, wasm.Options{}, wasm.InstanceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,18 +48,7 @@ func TestWasm(t *testing.T) {
 // BenchmarkWasmInvoke is one calculate call through runtime/wasm, as the
 // engine makes it (pooled instance, input, evaluation, output).
 func BenchmarkWasmInvoke(b *testing.B) {
-	path := testenv.BuildPlugin(b, "plugins/calculate")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sum := sha256.Sum256(raw)
-	x, err := wasm.Load(b.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer x.Close(context.Background())
-	ts, err := x.ToolSet(wasm.InstanceConfig{ID: "calculate"})
+	ts, err := plugintest.LoadTools(b, "plugins/calculate", ID, Version, wasm.Options{}, wasm.InstanceConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -17,14 +15,12 @@ import (
 	"time"
 
 	"adhost/abi"
+	"adhost/internal/plugintest"
 	"adhost/internal/testenv"
 	"adhost/runtime"
-	"adhost/runtime/manifest"
 	"adhost/runtime/protocol"
 	"adhost/runtime/schema"
 	"adhost/runtime/wasm"
-	sdk "adhost/sdk-plugin"
-	"adhost/sdk-plugin/sdktest"
 )
 
 func TestMain(m *testing.M) {
@@ -69,19 +65,8 @@ type fetcher struct {
 
 func load(t *testing.T, opts wasm.Options, origins ...string) (*fetcher, error) {
 	t.Helper()
-	path := testenv.BuildPlugin(t, "plugins/http-fetch")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close(context.Background()) })
 	settings, _ := json.Marshal(map[string]any{"allow_origins": append([]string{}, origins...)})
-	ts, err := x.ToolSet(wasm.InstanceConfig{ID: "http-fetch", Settings: settings})
+	ts, err := plugintest.LoadTools(t, "plugins/http-fetch", ID, Version, opts, wasm.InstanceConfig{Settings: settings})
 	if err != nil {
 		return nil, err
 	}
@@ -188,23 +173,11 @@ func TestWasmTimeout(t *testing.T) {
 }
 
 func TestManifest(t *testing.T) {
-	b, err := os.ReadFile("../../manifests/http-fetch.toml")
-	if err != nil {
-		t.Fatal(err)
+	m := plugintest.CheckToolManifest(t, ID, tools{})
+	if m.OriginsSetting() != "allow_origins" || len(m.Origins()) != 0 || m.KV || !m.Tool(ToolName).HasSideEffects() {
+		t.Fatalf("manifest: %+v", m)
 	}
-	m, err := manifest.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := sdktest.Info(t, sdk.Registered())
-	if info.ID != m.ID || info.Version != m.Version || info.Kind != m.Kind || m.OriginsSetting() != "allow_origins" || len(m.Origins()) != 0 || m.KV {
-		t.Fatalf("info %+v, manifest %+v", info, m)
-	}
-	defs, listed := m.ToolDefs(), sdktest.ListTools(t, tools{})
-	if len(defs) != 1 || len(listed) != 1 || defs[0].Name != listed[0].Name || defs[0].Description != listed[0].Description ||
-		string(defs[0].InputSchema) != string(listed[0].InputSchema) || !m.Tool(ToolName).HasSideEffects() {
-		t.Fatalf("manifest %+v, List %+v", defs, listed)
-	}
+	defs := m.ToolDefs()
 	out, err := schema.Compile(defs[0].OutputSchema)
 	if err != nil {
 		t.Fatal(err)

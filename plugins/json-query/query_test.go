@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"adhost/abi"
-	"adhost/runtime/manifest"
+	"adhost/internal/plugintest"
 	"adhost/runtime/schema"
-	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/sdktest"
 )
 
@@ -88,34 +85,15 @@ func FuzzQuery(f *testing.F) {
 	})
 }
 
-func declared(t *testing.T) *manifest.Manifest {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "manifests", "json-query.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manifest.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func TestManifest(t *testing.T) {
-	m := declared(t)
-	info := sdktest.Info(t, sdk.Registered())
-	if info.ID != m.ID || info.Version != m.Version || info.Kind != m.Kind || m.Network != nil || m.KV {
-		t.Fatalf("info %+v, manifest %+v", info, m)
-	}
-	defs, listed := m.ToolDefs(), sdktest.ListTools(t, tools{})
-	if len(defs) != 1 || len(listed) != 1 || defs[0].Name != listed[0].Name || defs[0].Description != listed[0].Description ||
-		string(defs[0].InputSchema) != string(listed[0].InputSchema) || m.Tool(ToolName).HasSideEffects() {
-		t.Fatalf("manifest %+v, List %+v", defs, listed)
+	m := plugintest.CheckToolManifest(t, ID, tools{})
+	if m.Network != nil || m.KV || m.Tool(ToolName).HasSideEffects() {
+		t.Fatalf("manifest grants more than json_query needs: %+v", m)
 	}
 }
 
 func TestInvoke(t *testing.T) {
-	s, err := schema.Compile(declared(t).ToolDefs()[0].OutputSchema)
+	s, err := schema.Compile(plugintest.Manifest(t, ID).ToolDefs()[0].OutputSchema)
 	if err != nil {
 		t.Fatal(err)
 	}

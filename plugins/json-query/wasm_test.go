@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"testing"
 
 	"adhost/abi"
+	"adhost/internal/plugintest"
 	"adhost/internal/testenv"
 	"adhost/runtime/protocol"
 	"adhost/runtime/wasm"
@@ -27,18 +25,7 @@ func TestWasm(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("builds and loads a wasm module (not with -short or -race)")
 	}
-	path := testenv.BuildPlugin(t, "plugins/json-query")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close(context.Background())
-	ts, err := x.ToolSet(wasm.InstanceConfig{ID: "json-query"})
+	ts, err := plugintest.LoadTools(t, "plugins/json-query", ID, Version, wasm.Options{}, wasm.InstanceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

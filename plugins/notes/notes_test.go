@@ -3,14 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"adhost/abi"
-	"adhost/runtime/manifest"
+	"adhost/internal/plugintest"
 	"adhost/runtime/schema"
 	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/sdktest"
@@ -93,30 +91,12 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func declared(t *testing.T) *manifest.Manifest {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "manifests", "notes.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manifest.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func TestManifest(t *testing.T) {
-	m := declared(t)
-	info := sdktest.Info(t, sdk.Registered())
-	if info.ID != m.ID || info.Version != m.Version || info.Kind != m.Kind || m.Network != nil || !m.KV {
-		t.Fatalf("info %+v, manifest %+v", info, m)
+	m := plugintest.CheckToolManifest(t, ID, tools{})
+	if m.Network != nil || !m.KV || !m.Tool(ToolName).HasSideEffects() {
+		t.Fatalf("manifest: %+v", m)
 	}
-	defs, listed := m.ToolDefs(), sdktest.ListTools(t, tools{})
-	if len(defs) != 1 || len(listed) != 1 || defs[0].Name != listed[0].Name || defs[0].Description != listed[0].Description ||
-		string(defs[0].InputSchema) != string(listed[0].InputSchema) || !m.Tool(ToolName).HasSideEffects() {
-		t.Fatalf("manifest %+v, List %+v", defs, listed)
-	}
+	defs := m.ToolDefs()
 	in, err := schema.Compile(defs[0].InputSchema)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +9,7 @@ import (
 	"testing"
 
 	"adhost/abi"
+	"adhost/internal/plugintest"
 	"adhost/internal/testenv"
 	"adhost/runtime"
 	"adhost/runtime/durable"
@@ -34,18 +32,7 @@ type tool struct {
 
 func load(t *testing.T, kv durable.KV) *tool {
 	t.Helper()
-	path := testenv.BuildPlugin(t, "plugins/notes")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close(context.Background()) })
-	ts, err := x.ToolSet(wasm.InstanceConfig{ID: "notes", KV: kv})
+	ts, err := plugintest.LoadTools(t, "plugins/notes", ID, Version, wasm.Options{}, wasm.InstanceConfig{KV: kv})
 	if err != nil {
 		t.Fatal(err)
 	}
