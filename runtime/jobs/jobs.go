@@ -107,8 +107,11 @@ type Service struct {
 	active     int
 	runs       map[*job]*runtime.Run // started runs, for Stop and revocation
 	stopping   bool
-	lostLease  bool
-	nextMaint  time.Time
+	// starting is held (read) by dispatches while they start a run and
+	// (write) by Stop before it collects the runs to cancel.
+	starting  sync.RWMutex
+	lostLease bool
+	nextMaint time.Time
 
 	kick    chan struct{}
 	quit    chan struct{}

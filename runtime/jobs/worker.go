@@ -187,9 +187,26 @@ func (s *Service) dispatch(j *job) {
 	var run *runtime.Run
 	var err error
 	if perr == nil {
+		// Stop waits for starts under way (starting) before it cancels the
+		// running jobs, and no start begins once it is stopping: a job
+		// still queued when a clean shutdown begins stays queued, rather
+		// than taking the slot a cancelled job frees and being interrupted
+		// at once.
+		s.starting.RLock()
+		s.mu.Lock()
+		stopping := s.stopping || s.lostLease
+		s.mu.Unlock()
+		if stopping {
+			s.starting.RUnlock()
+			j.mu.Lock()
+			j.dispatching = false
+			j.mu.Unlock()
+			return
+		}
 		run, err = s.o.Engine.StartWith(ctx, p, req, runtime.ModeStream, runtime.StartOptions{
 			Log: &jobLog{s: s, j: j}, RunID: rec.RunID,
 		})
+		s.starting.RUnlock()
 		if err != nil {
 			perr = protocol.AsPublic(err)
 		}
@@ -389,6 +406,12 @@ func (s *Service) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopping = true
+	s.mu.Unlock()
+	// Let starts under way finish (no new one begins now), so that every
+	// run this service started is in s.runs.
+	s.starting.Lock()
+	s.starting.Unlock()
+	s.mu.Lock()
 	runs := s.activeRunsLocked()
 	lost := s.lostLease
 	s.mu.Unlock()
