@@ -58,8 +58,11 @@ func TestWatchdogCountsHostCalls(t *testing.T) {
 				t.Fatalf("err = %v, want the watchdog's", err)
 			}
 			checkFault(t, err, protocol.CodeProviderFailed, "The provider extension exceeded its compute limit.")
-			if cpu < limit || cpu > 2*limit {
-				t.Errorf("stopped after %v of CPU, want %v..%v", cpu, limit, 2*limit)
+			// Contained: stopped, and not long after its limit. There is
+			// no lower bound: the watchdog counts wall time spent in the
+			// guest, and a loaded machine hands the guest less CPU in it.
+			if cpu > 5*limit {
+				t.Errorf("stopped after %v of CPU, want at most %v", cpu, 5*limit)
 			}
 		})
 	}
