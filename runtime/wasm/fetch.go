@@ -33,16 +33,9 @@ const MaxAllowOrigins = 256
 // scheme://host[:port].
 func ResolveAllowOrigins(m *manifest.Manifest, settings json.RawMessage) ([]string, error) {
 	key := m.OriginsSetting()
-	if key == "" || len(bytes.TrimSpace(settings)) == 0 {
-		return nil, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(settings, &obj); err != nil {
-		return nil, fmt.Errorf("settings: not a JSON object")
-	}
-	raw, ok := obj[key]
-	if !ok {
-		return nil, nil
+	raw, err := setting(settings, key)
+	if raw == nil || err != nil {
+		return nil, err
 	}
 	var list []string
 	if err := json.Unmarshal(raw, &list); err != nil {
@@ -65,6 +58,19 @@ func ResolveAllowOrigins(m *manifest.Manifest, settings json.RawMessage) ([]stri
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// setting returns the value of key in an instance's settings object, or
+// nil when key is "" or the settings do not set it.
+func setting(settings json.RawMessage, key string) (json.RawMessage, error) {
+	if key == "" || len(bytes.TrimSpace(settings)) == 0 {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(settings, &obj); err != nil {
+		return nil, fmt.Errorf("settings: not a JSON object")
+	}
+	return obj[key], nil
 }
 
 // allowOperatorOrigins adds the operator's origins to the policy. The

@@ -680,16 +680,9 @@ func hostHTTPClose(ctx context.Context, _ api.Module, stack []uint64) {
 // fragment (wire-extensions §10.2).
 func ResolveEndpoint(m *manifest.Manifest, settings json.RawMessage) (*url.URL, error) {
 	key := m.EndpointSetting()
-	if key == "" || len(bytes.TrimSpace(settings)) == 0 {
-		return nil, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(settings, &obj); err != nil {
-		return nil, fmt.Errorf("settings: not a JSON object")
-	}
-	raw, ok := obj[key]
-	if !ok {
-		return nil, nil
+	raw, err := setting(settings, key)
+	if raw == nil || err != nil {
+		return nil, err
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
