@@ -115,11 +115,18 @@ func TestBuiltinTools(t *testing.T) {
 		{toolRun("calculate", `{"expr":"1"}`), protocol.CodeInvalidToolArguments},
 		{toolRun("notes", `{"op":"put","key":"k"}`), protocol.CodeInvalidToolArguments},
 		{toolRun("json_query", `{"query":"."}`), protocol.CodeInvalidToolArguments},
+		// Dispatched, then stopped by the sandbox (compute watchdog):
+		// the outcome is uncertain.
+		{toolRun("json_query", `{"query":"[range(1e9)]","document":null}`), protocol.CodeToolOutcomeUncertain},
 	} {
 		_, err := c.Run(t.Context(), tc.req)
 		var ce *client.Error
 		if !errors.As(err, &ce) || ce.Code != tc.code {
 			t.Errorf("%s %v: %v, want %s", tc.req.Input, tc.req.Tools, err, tc.code)
+			continue
+		}
+		if uncertain := tc.code == protocol.CodeToolOutcomeUncertain; (ce.Outcome == "uncertain") != uncertain || ce.Retryable {
+			t.Errorf("%s: outcome %q retryable %v", tc.req.Input, ce.Outcome, ce.Retryable)
 		}
 	}
 }
