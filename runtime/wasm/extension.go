@@ -156,7 +156,7 @@ type Extension struct {
 	netMu sync.Mutex
 	nets  []*netPolicy // closed with the extension
 
-	procWG sync.WaitGroup // processes being stopped after their call (process.go)
+	procs procSet // live CLI processes (process.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -498,7 +498,7 @@ func (x *Extension) Close(ctx context.Context) error {
 			np.close()
 		}
 		x.netMu.Unlock()
-		x.procWG.Wait() // every process group of the extension is gone
+		x.procs.stopAll() // no CLI process outlives its extension
 		x.closeErr = x.closeRuntime(ctx)
 	})
 	return x.closeErr

@@ -227,13 +227,48 @@ func (cs *callState) proc(id int32) *proc {
 // period); Extension.Close waits for it.
 func (cs *callState) closeProcs() {
 	for _, p := range cs.procs.open {
-		cs.x.procWG.Add(1)
-		go func() {
-			defer cs.x.procWG.Done()
-			p.stop()
-		}()
+		go p.stop()
 	}
 	cs.procs.open = cs.procs.open[:0]
+}
+
+// procSet is an extension's live processes. Extension.Close stops those
+// still running — a call that outlived the close's deadline, a stop still
+// in its grace period — and waits until every group is gone.
+type procSet struct {
+	mu   sync.Mutex
+	live map[*proc]struct{}
+	wg   sync.WaitGroup
+}
+
+func (s *procSet) add(p *proc) {
+	s.mu.Lock()
+	if s.live == nil {
+		s.live = map[*proc]struct{}{}
+	}
+	s.live[p] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		<-p.stopped
+		s.mu.Lock()
+		delete(s.live, p)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+}
+
+func (s *procSet) stopAll() {
+	s.mu.Lock()
+	live := make([]*proc, 0, len(s.live))
+	for p := range s.live {
+		live = append(live, p)
+	}
+	s.mu.Unlock()
+	for _, p := range live {
+		go p.stop()
+	}
+	s.wg.Wait()
 }
 
 // stderrSettle bounds how long proc_wait waits for the end of stderr
@@ -328,6 +363,7 @@ func (cs *callState) procStart(meta, stdin []byte) (int32, abi.Errno) {
 	cs.procs.next++
 	p.id = cs.procs.next
 	cs.procs.open = append(cs.procs.open, p)
+	cs.x.procs.add(p)
 	// Cancellation of the call (the run's cancellation, idle timeout, a
 	// disconnect, the watchdog, the turn timeout) kills the group at once,
 	// even while the guest is blocked reading it.

@@ -410,3 +410,27 @@ func TestDigestCache(t *testing.T) {
 		t.Fatalf("modified binary: hashed %v, %v", hashed, err)
 	}
 }
+
+// TestProcessExtensionClose: closing the extension (host shutdown) kills
+// a CLI whose call is still waiting for it, and its child.
+func TestProcessExtensionClose(t *testing.T) {
+	e := loadProcGuest(t)
+	dir := t.TempDir()
+	cli := script(t, dir, `echo $$ > "`+dir+`/pids"
+sleep 3600 &
+echo $! >> "`+dir+`/pids"
+wait
+`)
+	p := bindProc(t, e, procBinding(t, cli, account(t)))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(context.Background(), input("wait"), &sink{})
+		errc <- err
+	}()
+	pids := pidsIn(t, dir+"/pids", 2)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_ = e.x.Close(ctx) // gives up waiting for the call, then stops its process
+	gone(t, pids)
+	<-errc // and the call waiting for it ends (the guest saw it exit)
+}
