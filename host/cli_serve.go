@@ -48,15 +48,16 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 	if len(pos) != 0 {
 		return env.failf("serve", "unexpected arguments %q", pos)
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-
 	cfg, err := cliLoadConfig(*cfgPath, *listen, *data)
 	if err != nil {
 		return env.fail("serve", err)
+	}
+	log := newLogger(env.stderr, cfg.Log, *verbose)
+	var metrics *Metrics
+	if cfg.MetricsOn() {
+		// Before the extensions load: their instances are counted too.
+		metrics = NewMetrics(cfg.Store.Path)
+		wasm.SetObserver(metrics)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -123,6 +124,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Features:       append(append(sessFeatures, idemFeatures...), jobFeatures...),
 		Idempotency:    idemKeys,
 		Jobs:           jobSvc,
+		Metrics:        metrics,
 	})
 	srv.SetReady()
 	if jobSvc != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -43,6 +44,11 @@ var healthBody = []byte(`{"status":"ok","protocol":"` + protocol.HealthProto + `
 // ServeHTTP is the request pipeline of wire-core §1.2, step by step; the
 // first failing step answers and stops.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The access line and host record of every request (metrics.go).
+	ow := s.observe(w)
+	defer s.observed(ow, r, time.Now())
+	w = ow
+
 	// 1. Headers present on every response.
 	h := w.Header()
 	h["Agenticdriver-Version"] = valVersion
@@ -123,6 +129,7 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/v1/jobs/read", s.jobRoute(s.jobRead)},
 		{http.MethodPost, "/v1/jobs/cancel", s.jobRoute(s.jobCancel)},
 		{http.MethodPost, "/v1/jobs/events", s.jobRoute(s.jobEvents)},
+		{http.MethodGet, MetricsPath, s.metricsRoute()},
 	}
 }
 

@@ -56,6 +56,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 		s.writeError(w, r, err)
 		return
 	}
+	noteRunID(w, run.ID())
 	// 17. Execute.
 	if mode == runtime.ModeStream {
 		s.stream(w, r, run)

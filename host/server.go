@@ -72,6 +72,9 @@ type ServerOptions struct {
 	// unknown. Shutdown stops it before the engine, so its running jobs
 	// end interrupted rather than cancelled (wire-extensions §2.3).
 	Jobs *jobs.Service
+	// Metrics serves GET /metrics ([metrics] enabled) and counts every
+	// request; nil: the path is unknown.
+	Metrics *Metrics
 }
 
 // Host states (wire-core §1.2 step 2).
@@ -97,6 +100,7 @@ type Server struct {
 	extraFeatures []string
 	sessions      SessionTurns
 	idem          *idempotency.Keys
+	metrics       *Metrics
 	jobs          *jobs.Service
 
 	state atomic.Int32
@@ -122,6 +126,10 @@ func NewServer(opts ServerOptions) *Server {
 		sessions:      opts.Sessions,
 		idem:          opts.Idempotency,
 		jobs:          opts.Jobs,
+		metrics:       opts.Metrics,
+	}
+	if s.metrics != nil {
+		s.metrics.src.Store(s)
 	}
 	s.live.Store(&serverLive{tokens: newTokenEntries(opts.Tokens), discovery: opts.Discovery, status: opts.Status})
 	for _, o := range opts.AllowedOrigins {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -316,9 +317,7 @@ func (r *Run) finish(res *protocol.RunResult, err error) {
 		info := pe.Info()
 		p.typ, p.err = EventRunFailed, &info
 	}
-	if pe != nil {
-		r.logFailure(pe, p.typ)
-	}
+	r.logEnd(pe, p.typ, now)
 	r.mu.Lock()
 	r.emitLocked(p)
 	if r.idleTimer != nil {
@@ -330,14 +329,29 @@ func (r *Run) finish(res *protocol.RunResult, err error) {
 	close(r.done)
 }
 
-// logFailure logs a failed or cancelled run. The private cause is never
-// logged as text: a provider error may carry an upstream body.
-func (r *Run) logFailure(pe *protocol.Error, typ string) {
-	if pe.Code == protocol.CodeInternalError {
-		r.e.log.Warn("run failed", "runId", r.id, "provider", r.req.Provider, "code", string(pe.Code), "event", typ, "causeType", typeName(pe.Err))
-		return
+// logEnd writes the run's end line (outcome, code, steps, duration) and,
+// for a failure of the host itself, a warning. Content never reaches the
+// log. The private cause of a failure is logged at debug level only: a
+// provider error may carry an upstream body, which an operator chasing a
+// failure may need and a log shipped elsewhere should not hold.
+func (r *Run) logEnd(pe *protocol.Error, typ string, now time.Time) {
+	log := r.e.log
+	var code string
+	if pe != nil {
+		code = string(pe.Code)
+		if pe.Code == protocol.CodeInternalError {
+			log.Warn("run failed", "runId", r.id, "provider", r.req.Provider, "code", code, "event", typ, "causeType", typeName(pe.Err))
+		}
 	}
-	r.e.log.Debug("run ended", "runId", r.id, "provider", r.req.Provider, "code", string(pe.Code), "event", typ)
+	ctx := context.Background()
+	if log.Enabled(ctx, slog.LevelInfo) {
+		log.LogAttrs(ctx, slog.LevelInfo, "run ended", slog.String("runId", r.id), slog.String("outcome", typ),
+			slog.String("code", code), slog.Int("steps", r.acct.started),
+			slog.Float64("durationMs", float64(now.Sub(r.startedAt).Microseconds())/1000))
+	}
+	if pe != nil && pe.Err != nil && log.Enabled(ctx, slog.LevelDebug) {
+		log.Debug("run failure cause", "runId", r.id, "code", code, "cause", pe.Err.Error())
+	}
 }
 
 func clone(pe *protocol.Error) *protocol.Error {

@@ -22,6 +22,11 @@ type File struct {
 	Jobs *Jobs `toml:"jobs"`
 	// Resources is [resources] (budgets); nil when absent.
 	Resources *Resources `toml:"resources"`
+	// Metrics, Log and Diagnostics are [metrics], [log] and
+	// [diagnostics] (diagnostics.go); nil when absent.
+	Metrics     *Metrics     `toml:"metrics"`
+	Log         *Log         `toml:"log"`
+	Diagnostics *Diagnostics `toml:"diagnostics"`
 
 	// Path is the file the configuration was loaded from (absolute), and
 	// Dir its directory; both empty for Parse without a path.

@@ -115,3 +115,35 @@ func TestResourcesErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestDiagnosticsTables(t *testing.T) {
+	f, err := decodeValidate(t, "version = 1\n")
+	if err != nil || f.MetricsOn() || f.DiagnosticsOn() || f.Log != nil {
+		t.Fatalf("absent: %v", err)
+	}
+	f, err = decodeValidate(t, "version = 1\n[metrics]\nenabled = true\n[log]\nformat = \"json\"\nlevel = \"debug\"\n"+
+		"[diagnostics]\notlp_endpoint = \"http://127.0.0.1:4318\"\nlevel = \"steps\"\nsample_rate = 0.0\ninclude_names = true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.MetricsOn() || !f.DiagnosticsOn() || f.Log.Format != "json" || f.Diagnostics.ExportIntervalMs != DefaultExportIntervalMs ||
+		*f.Diagnostics.SampleRate != 0 || !f.Diagnostics.IncludeNames {
+		t.Fatalf("decoded %+v %+v %+v", f.Metrics, f.Log, f.Diagnostics)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{"[log]\nformat = \"xml\"\n", `host.toml:3: log.format: "xml" is not "text" or "json"`},
+		{"[log]\nlevel = \"trace\"\n", `host.toml:3: log.level: "trace" is not`},
+		{"[diagnostics]\notlp_endpoint = \"localhost:4318\"\n", `host.toml:3: diagnostics.otlp_endpoint: "localhost:4318" is not an http or https URL`},
+		{"[diagnostics]\notlp_endpoint = \"http://u:p@h:4318\"\n", "diagnostics.otlp_endpoint: must be a base URL without credentials"},
+		{"[diagnostics]\nlevel = \"all\"\n", `diagnostics.level: "all" is not`},
+		{"[diagnostics]\nsample_rate = 1.5\n", "host.toml:3: diagnostics.sample_rate: 1.5 out of range 0..1"},
+		{"[diagnostics]\nexport_interval_ms = 999\n", "host.toml:3: diagnostics.export_interval_ms: 999 out of range 1000..3600000"},
+		{"[diagnostics]\nexport_interval_ms = 3600001\n", "diagnostics.export_interval_ms: 3600001 out of range"},
+		{"[metrics]\nenabled = true\npath = \"/m\"\n", "metrics.path"},
+	} {
+		_, err := decodeValidate(t, "version = 1\n"+tc.doc)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}

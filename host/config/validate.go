@@ -52,6 +52,7 @@ func (f *File) Validate() error {
 	f.validateLimits(p)
 	f.validateScheduling(p)
 	f.validateResources(p)
+	f.validateDiagnostics(p)
 	if f.Usage.HostID != "" && !idPattern.MatchString(f.Usage.HostID) {
 		p.add("usage.host_id", "%q does not match %s", f.Usage.HostID, idPattern)
 	}

@@ -173,6 +173,7 @@ var epoch = time.Now()
 // newInstance instantiates the compiled module with the sandbox's module
 // configuration and runs its _initialize under the watchdog.
 func (x *Extension) newInstance(ctx context.Context) (*instance, error) {
+	start := time.Now()
 	inst := &instance{x: x, stack: make([]uint64, 1)}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
@@ -205,12 +206,12 @@ func (x *Extension) newInstance(ctx context.Context) (*instance, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrInstantiate, abi.ExportInitialize, cause)
 	}
-	start := inst.mem.Size()
-	hw := uint64(start) + 16<<20
+	hw := uint64(inst.mem.Size()) + 16<<20
 	if x.opts.HighWaterMiB > 0 {
 		hw = uint64(x.opts.HighWaterMiB) << 20
 	}
 	inst.highWater = uint32(min(hw, uint64(x.memLimit), math.MaxUint32))
+	observeInstance(x, start)
 	return inst, nil
 }
 

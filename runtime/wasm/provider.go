@@ -140,14 +140,19 @@ func (b *binding) call(ctx context.Context, cs *callState, invalid protocol.Code
 	}
 	inst, l, err := x.pool.acquire(ctx)
 	if err != nil {
-		return nil, b.acquireFailed(ctx, cs, err)
+		err = b.acquireFailed(ctx, cs, err)
+		observeCall(x, cs.op, err)
+		return nil, err
 	}
 	res := x.invoke(ctx, inst, cs)
 	x.pool.release(ctx, inst, l, res.discard)
 	if !res.cancelled && !res.watchdog && res.err == nil && cs.violation == "" && res.status == abi.StatusOK && !cs.binaryRefused {
+		observeCall(x, cs.op, nil)
 		return res.output, nil
 	}
-	return nil, b.callFailed(ctx, cs, &res, invalid)
+	err = b.callFailed(ctx, cs, &res, invalid)
+	observeCall(x, cs.op, err)
+	return nil, err
 }
 
 //go:noinline
