@@ -1,0 +1,75 @@
+// Package jetstream is the second durable.Store backend: NATS JetStream,
+// for several adhost hosts sharing one view of jobs, sessions and
+// idempotency keys. The features (runtime/jobs, runtime/sessions,
+// runtime/idempotency) run on it unchanged; it passes the same
+// conformance suite (durabletest) as the Badger store, against a server
+// started in the test process (natstest).
+//
+// # What lives where
+//
+// Under a bucket prefix P (host.toml store.jetstream.bucket_prefix,
+// default ADHOST), one per deployment:
+//
+//	KV bucket P_KV       durable.KV: one key per durable key
+//	KV bucket P_LEASES   durable.Leases: holder, fencing token, expiry
+//	stream P_LOGS        durable.Logs: subjects "P.log.<name>.<seq>"
+//
+// Durable keys use '/' between levels; each level becomes one subject
+// token (keys.go: '.' and '=' inside a level are escaped, an empty level
+// has a token of its own), so a List of "jobs/v1/job/" is the subject
+// filter "jobs.v1.job.>". Revisions are the KV stream's sequences: they
+// grow with every write of a key, across delete and re-create, like the
+// Badger store's counter. Create, Update and Delete with a revision are
+// JetStream's own compare-and-set (the expected last subject sequence),
+// so two hosts racing on one revision get one success and one
+// durable.ErrRevision from the server, not from a read-then-write here.
+//
+// Logs (logs.go) keep one message per Append, on the subject of its
+// first record's log sequence: the record at a sequence is one direct
+// get, a multi-record Append is one message (a frame) and so commits
+// whole, and the per-log expected-last check is the server's
+// expected-last-subject-sequence over the log's wildcard subject. Pages
+// are one batched direct get.
+//
+// Leases (kv.go) are compare-and-set writes of one record each; the
+// fencing token of an acquisition is the revision of the record it
+// replaced, which grows with every acquisition. Expiry is the record's
+// time, compared with the clock of the host that reads it: hosts sharing
+// a store need synchronised clocks (NTP), well within a lease.
+//
+// # Durability and availability
+//
+// A write returns nil once the server acknowledged it, which JetStream
+// does after the stream's replicas have it. With replicas 1 that is one
+// server's disk: start it with sync_interval "always" (tools/natsserver
+// does, as natstest does) or a kill of the server can lose the last
+// writes of its sync interval. With replicas 3 or 5 an acknowledged
+// write is on a majority; reads then go to the stream leader (direct gets
+// are turned off on the buckets and the stream, since a follower may
+// answer with an older value and a revision must never go backwards),
+// and pages are read one message at a time.
+//
+// Every operation is bounded by Options.Timeout (5 s) when its context
+// has no earlier deadline. The connection reconnects for as long as the
+// host runs; while it is down, operations fail at once or at the timeout
+// with an ordinary error, which the features answer as their
+// store-unavailable codes (JOB_STORE_ERROR, 503, retryable). Nothing is
+// buffered while disconnected: a write the host reported as failed does
+// not reach the server after the connection is back. A write in flight
+// when the connection dropped may still have been applied: its outcome
+// is uncertain, as the features' codes say.
+//
+// # What does not map one to one
+//
+//   - List reads every key under the prefix's complete levels, then
+//     sorts and cuts: JetStream keeps keys in write order. A page costs
+//     the whole prefix (fine at the features' bounds: thousands of keys).
+//   - Size: one value, record or multi-record Append is one message,
+//     bounded by the server's max_payload (1 MiB by default; raise it to
+//     the largest job record, max_job_bytes, or jobs with large requests
+//     fail JOB_RECORD_LIMIT). Larger messages are durable.ErrTooLarge;
+//     an account or server out of storage is durable.ErrFull.
+//   - Deleted keys leave a delete marker (History 1 keeps only it), so
+//     revisions stay monotonic across re-creation; retention of jobs and
+//     sessions is the features' own sweep, as on Badger.
+package jetstream

@@ -1,0 +1,271 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"adhost/runtime/durable"
+)
+
+// KV: one key of the KV bucket per durable key (encodeKey); a revision is
+// the bucket stream's sequence of the key's last write, so it grows with
+// every write of the key, across delete and re-create.
+
+func (s *Store) Get(ctx context.Context, key string) (durable.Entry, error) {
+	ctx, cancel, err := s.op(ctx, key)
+	if err != nil {
+		return durable.Entry{}, err
+	}
+	defer cancel()
+	e, err := s.kv.Get(ctx, encodeKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return durable.Entry{}, durable.ErrNotFound
+	}
+	if err != nil {
+		return durable.Entry{}, s.fail(err)
+	}
+	return durable.Entry{Key: key, Value: e.Value(), Revision: e.Revision()}, nil
+}
+
+func (s *Store) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	ctx, cancel, err := s.op(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	rev, err := s.kv.Create(ctx, encodeKey(key), value)
+	if err != nil {
+		if wrongLast(err) {
+			return 0, durable.ErrExists
+		}
+		return 0, s.fail(err)
+	}
+	return rev, nil
+}
+
+func (s *Store) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	ctx, cancel, err := s.op(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	if rev == 0 {
+		// JetStream reads 0 as "absent"; durable revisions are positive.
+		return 0, durable.ErrRevision
+	}
+	n, err := s.kv.Update(ctx, encodeKey(key), value, rev)
+	if err != nil {
+		if wrongLast(err) {
+			return 0, durable.ErrRevision
+		}
+		return 0, s.fail(err)
+	}
+	return n, nil
+}
+
+func (s *Store) Delete(ctx context.Context, key string, rev uint64) error {
+	ctx, cancel, err := s.op(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	var opts []jetstream.KVDeleteOpt
+	if rev != 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	if err := s.kv.Delete(ctx, encodeKey(key), opts...); err != nil {
+		if wrongLast(err) {
+			return durable.ErrRevision
+		}
+		return s.fail(err)
+	}
+	return nil
+}
+
+// List reads the current value of every key under the prefix's complete
+// levels in one batched direct get (or, with replicas, one leader read per
+// key), then filters, sorts and cuts client-side: JetStream keeps keys in
+// write order, not key order, so a page costs the whole prefix.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]durable.Entry, error) {
+	if s.closed.Load() {
+		return nil, durable.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var out []durable.Entry
+	add := func(subject string, rev uint64, value []byte, op string) {
+		if op == "DEL" || op == "PURGE" {
+			return
+		}
+		k, err := decodeKey(strings.TrimPrefix(subject, s.kvSubj))
+		if err != nil || !strings.HasPrefix(k, prefix) || k <= after {
+			return
+		}
+		out = append(out, durable.Entry{Key: k, Value: value, Revision: rev})
+	}
+	filter := s.kvSubj + listFilter(prefix)
+	if s.direct {
+		err := s.scan(ctx, s.kvName, filter, 1, func(m rawMsg) bool {
+			add(m.subject, m.seq, m.data, m.header.Get("KV-Operation"))
+			return true
+		})
+		if err != nil {
+			return nil, s.fail(err)
+		}
+	} else {
+		st, err := s.js.Stream(ctx, s.kvName)
+		if err != nil {
+			return nil, s.fail(err)
+		}
+		for seq := uint64(1); ; {
+			m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, s.fail(err)
+			}
+			add(m.Subject, m.Sequence, m.Data, m.Header.Get("KV-Operation"))
+			seq = m.Sequence + 1
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Leases: one key of the lease bucket per lease, its value the holder,
+// the fencing token and the expiry. The token of an acquisition is the
+// revision of the record it replaced (compare-and-set on that revision):
+// the next acquisition replaces a later record, whose revision is larger
+// than the write that made this one, so tokens grow with every
+// acquisition. A lease never acquired is first written released.
+//
+// Expiry is compared with the acquiring host's clock: hosts sharing a
+// store need clocks within a small fraction of the lease.
+
+type leaseValue struct {
+	Owner   string `json:"o,omitempty"`
+	Token   uint64 `json:"t"`
+	Expires int64  `json:"x,omitempty"` // Unix ns
+}
+
+func (v leaseValue) lease(name string) durable.Lease {
+	l := durable.Lease{Name: name, Owner: v.Owner, Token: v.Token}
+	if v.Expires != 0 {
+		l.Expires = time.Unix(0, v.Expires)
+	}
+	return l
+}
+
+// maxLeaseRaces bounds the retries of a lease operation that lost a
+// compare-and-set to a concurrent one.
+const maxLeaseRaces = 16
+
+func (s *Store) readLease(ctx context.Context, k string) (leaseValue, uint64, error) {
+	e, err := s.leases.Get(ctx, k)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return leaseValue{}, 0, durable.ErrNotFound
+		}
+		return leaseValue{}, 0, s.fail(err)
+	}
+	var v leaseValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return leaseValue{}, 0, errors.New("jetstream: lease record not written by this backend")
+	}
+	return v, e.Revision(), nil
+}
+
+func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (durable.Lease, error) {
+	ctx, cancel, err := s.op(ctx, name)
+	if err != nil {
+		return durable.Lease{}, err
+	}
+	defer cancel()
+	k := encodeKey(name)
+	for range maxLeaseRaces {
+		v, rev, err := s.readLease(ctx, k)
+		if errors.Is(err, durable.ErrNotFound) {
+			b, _ := json.Marshal(leaseValue{})
+			if _, err := s.leases.Create(ctx, k, b); err != nil && !wrongLast(err) {
+				return durable.Lease{}, s.fail(err)
+			}
+			continue
+		}
+		if err != nil {
+			return durable.Lease{}, err
+		}
+		now := s.o.Now()
+		if v.Owner != "" && v.Owner != owner && now.UnixNano() < v.Expires {
+			return v.lease(name), durable.ErrHeld
+		}
+		nv := leaseValue{Owner: owner, Token: rev, Expires: now.Add(ttl).UnixNano()}
+		b, _ := json.Marshal(nv)
+		if _, err := s.leases.Update(ctx, k, b, rev); err != nil {
+			if wrongLast(err) {
+				continue
+			}
+			return durable.Lease{}, s.fail(err)
+		}
+		return nv.lease(name), nil
+	}
+	return durable.Lease{}, errors.New("jetstream: lease contended")
+}
+
+// change rewrites the lease held with token, or ErrFenced.
+func (s *Store) change(ctx context.Context, name string, token uint64, next func(leaseValue) leaseValue) (durable.Lease, error) {
+	ctx, cancel, err := s.op(ctx, name)
+	if err != nil {
+		return durable.Lease{}, err
+	}
+	defer cancel()
+	k := encodeKey(name)
+	for range maxLeaseRaces {
+		v, rev, err := s.readLease(ctx, k)
+		if errors.Is(err, durable.ErrNotFound) {
+			return durable.Lease{}, durable.ErrFenced
+		}
+		if err != nil {
+			return durable.Lease{}, err
+		}
+		if v.Token != token || v.Owner == "" {
+			return durable.Lease{}, durable.ErrFenced
+		}
+		nv := next(v)
+		b, _ := json.Marshal(nv)
+		if _, err := s.leases.Update(ctx, k, b, rev); err != nil {
+			if wrongLast(err) {
+				continue // someone wrote: read again, maybe fenced
+			}
+			return durable.Lease{}, s.fail(err)
+		}
+		return nv.lease(name), nil
+	}
+	return durable.Lease{}, errors.New("jetstream: lease contended")
+}
+
+func (s *Store) Renew(ctx context.Context, name string, token uint64, ttl time.Duration) (durable.Lease, error) {
+	return s.change(ctx, name, token, func(v leaseValue) leaseValue {
+		v.Expires = s.o.Now().Add(ttl).UnixNano()
+		return v
+	})
+}
+
+func (s *Store) Release(ctx context.Context, name string, token uint64) error {
+	_, err := s.change(ctx, name, token, func(v leaseValue) leaseValue {
+		return leaseValue{Token: v.Token}
+	})
+	return err
+}

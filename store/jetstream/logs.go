@@ -1,0 +1,345 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"adhost/runtime/durable"
+)
+
+// Logs: one subject per append, "<prefix>.log.<encoded name>.<seq>", in
+// the log stream, where seq is the log sequence of the append's first
+// record. An append of several records is one message (a frame: each
+// record as a uvarint length and its bytes, header Adhost-N = the count),
+// so it commits whole or not at all without atomic batches; an append of
+// one record is the record itself.
+//
+//   - Last: the last message of "<…name>.*" (a direct get by subject with
+//     a wildcard), its seq plus its count minus one.
+//   - Append: that message's stream sequence S is the check: the publish
+//     carries Nats-Expected-Last-Subject-Sequence S with the subject
+//     "<…name>.*", so a concurrent append in between makes the server
+//     refuse it (durable.ErrSequence). The log's own sequences have no
+//     gaps because the next subject is always last+1.
+//   - Read(after): the message of subject "<…name>.<after+1>" gives the
+//     stream sequence to start at (when after+1 is inside a frame, the
+//     read starts at the log's first message and skips); then one batched
+//     direct get of "<…name>.*" from there returns the page.
+//   - DeleteLog: a purge of "<…name>.*".
+//
+// A subject per append also keeps logs apart whatever their names: the
+// last token is always a number, and "a.*" never matches "a.b.1".
+
+const headerCount = "Adhost-N"
+
+func (s *Store) logSubject(log string, seq uint64) string {
+	return s.root + "." + encodeKey(log) + "." + strconv.FormatUint(seq, 10)
+}
+
+func (s *Store) logFilter(log string) string { return s.root + "." + encodeKey(log) + ".*" }
+
+// frame is one stored message of a log.
+type frame struct {
+	streamSeq uint64
+	first     uint64 // log sequence of its first record
+	recs      [][]byte
+}
+
+func (f frame) last() uint64 { return f.first + uint64(len(f.recs)) - 1 }
+
+func parseFrame(m rawMsg) (frame, error) {
+	i := strings.LastIndexByte(m.subject, '.')
+	first, err := strconv.ParseUint(m.subject[i+1:], 10, 64)
+	if err != nil || first == 0 {
+		return frame{}, fmt.Errorf("jetstream: log message %s not written by this backend", m.subject)
+	}
+	f := frame{streamSeq: m.seq, first: first}
+	n := m.header.Get(headerCount)
+	if n == "" {
+		f.recs = [][]byte{m.data}
+		return f, nil
+	}
+	count, err := strconv.Atoi(n)
+	if err != nil || count < 1 {
+		return frame{}, fmt.Errorf("jetstream: log message %s: bad %s", m.subject, headerCount)
+	}
+	b := m.data
+	for range count {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
+			return frame{}, fmt.Errorf("jetstream: log message %s: truncated frame", m.subject)
+		}
+		f.recs = append(f.recs, b[k:k+int(l)])
+		b = b[k+int(l):]
+	}
+	return f, nil
+}
+
+// lastFrame returns the log's last message, or a zero frame (streamSeq 0)
+// for an empty log.
+func (s *Store) lastFrame(ctx context.Context, log string) (frame, error) {
+	m, err := s.getLast(ctx, s.logFilter(log))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return frame{}, nil
+	}
+	if err != nil {
+		return frame{}, err
+	}
+	return parseFrame(m)
+}
+
+func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs ...[]byte) (uint64, error) {
+	ctx, cancel, err := s.op(ctx, log)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	f, err := s.lastFrame(ctx, log)
+	if err != nil {
+		return 0, s.fail(err)
+	}
+	last := uint64(0)
+	if f.streamSeq != 0 {
+		last = f.last()
+	}
+	if last != expectLast {
+		return 0, durable.ErrSequence
+	}
+	if len(recs) == 0 {
+		return last, nil
+	}
+	msg := nats.NewMsg(s.logSubject(log, last+1))
+	if len(recs) == 1 {
+		msg.Data = recs[0]
+	} else {
+		n := 0
+		for _, r := range recs {
+			n += binary.MaxVarintLen64 + len(r)
+		}
+		b := make([]byte, 0, n)
+		for _, r := range recs {
+			b = binary.AppendUvarint(b, uint64(len(r)))
+			b = append(b, r...)
+		}
+		msg.Data = b
+		msg.Header.Set(headerCount, strconv.Itoa(len(recs)))
+	}
+	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(f.streamSeq, s.logFilter(log))); err != nil {
+		if wrongLast(err) {
+			return 0, durable.ErrSequence
+		}
+		return 0, s.fail(err)
+	}
+	return last + uint64(len(recs)), nil
+}
+
+func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBytes int) ([]durable.Record, error) {
+	ctx, cancel, err := s.op(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	start := uint64(1)
+	if after > 0 {
+		m, err := s.getLast(ctx, s.logSubject(log, after+1))
+		switch {
+		case err == nil:
+			start = m.seq
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, s.fail(err)
+		default:
+			// after+1 is inside a frame, or past the end.
+			f, err := s.lastFrame(ctx, log)
+			if err != nil {
+				return nil, s.fail(err)
+			}
+			if f.streamSeq == 0 || f.last() <= after {
+				return nil, nil
+			}
+		}
+	}
+	var out []durable.Record
+	total := 0
+	var ferr error
+	each := func(m rawMsg) bool {
+		f, err := parseFrame(m)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		for i, d := range f.recs {
+			seq := f.first + uint64(i)
+			if seq <= after {
+				continue
+			}
+			if len(out) > 0 && ((limit > 0 && len(out) >= limit) || (maxBytes > 0 && total+len(d) > maxBytes)) {
+				return false
+			}
+			out = append(out, durable.Record{Seq: seq, Data: d})
+			total += len(d)
+		}
+		return true
+	}
+	if s.direct {
+		err = s.scan(ctx, s.stream, s.logFilter(log), start, each)
+	} else {
+		for seq := start; ; {
+			var m *jetstream.RawStreamMsg
+			m, err = s.logs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(s.logFilter(log)))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				err = nil
+				break
+			}
+			if err != nil || !each(rawMsg{subject: m.Subject, seq: m.Sequence, header: m.Header, data: m.Data}) {
+				break
+			}
+			seq = m.Sequence + 1
+		}
+	}
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	return out, nil
+}
+
+func (s *Store) Last(ctx context.Context, log string) (uint64, error) {
+	ctx, cancel, err := s.op(ctx, log)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	f, err := s.lastFrame(ctx, log)
+	if err != nil {
+		return 0, s.fail(err)
+	}
+	if f.streamSeq == 0 {
+		return 0, nil
+	}
+	return f.last(), nil
+}
+
+func (s *Store) DeleteLog(ctx context.Context, log string) error {
+	ctx, cancel, err := s.op(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.logs.Purge(ctx, jetstream.WithPurgeSubject(s.logFilter(log))); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// rawMsg is a stored message as a get returns it.
+type rawMsg struct {
+	subject string
+	seq     uint64
+	header  nats.Header
+	data    []byte
+}
+
+// getLast returns the last message of subject (wildcards allowed) in the
+// log stream: a direct get, or with replicas the leader's answer.
+func (s *Store) getLast(ctx context.Context, subject string) (rawMsg, error) {
+	if !s.direct {
+		m, err := s.logs.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return rawMsg{}, err
+		}
+		return rawMsg{subject: m.Subject, seq: m.Sequence, header: m.Header, data: m.Data}, nil
+	}
+	req, _ := json.Marshal(directRequest{LastFor: subject})
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+s.stream, req)
+	if err != nil {
+		return rawMsg{}, err
+	}
+	return directMsg(resp)
+}
+
+// directRequest is the body of a direct get ($JS.API.DIRECT.GET.<stream>).
+type directRequest struct {
+	Seq      uint64 `json:"seq,omitempty"`
+	LastFor  string `json:"last_by_subj,omitempty"`
+	NextFor  string `json:"next_by_subj,omitempty"`
+	Batch    int    `json:"batch,omitempty"`
+	MaxBytes int    `json:"max_bytes,omitempty"`
+}
+
+// directMsg reads one answer of a direct get: a message with its stream,
+// subject and sequence in headers, or a status without data.
+func directMsg(m *nats.Msg) (rawMsg, error) {
+	if st := m.Header.Get("Status"); st != "" && len(m.Data) == 0 {
+		switch st {
+		case "404":
+			return rawMsg{}, jetstream.ErrMsgNotFound
+		case "204":
+			return rawMsg{}, errEOB
+		}
+		return rawMsg{}, fmt.Errorf("direct get: status %s %s", st, m.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil {
+		return rawMsg{}, errors.New("direct get: no sequence header")
+	}
+	return rawMsg{subject: m.Header.Get("Nats-Subject"), seq: seq, header: m.Header, data: m.Data}, nil
+}
+
+var errEOB = errors.New("end of batch")
+
+// scanBatch is how many messages one batched direct get asks for.
+const scanBatch = 256
+
+// scan calls each for the messages of filter in stream from stream
+// sequence start on, in order, one batched direct get per scanBatch
+// messages, until each returns false or none are left.
+func (s *Store) scan(ctx context.Context, stream, filter string, start uint64, each func(rawMsg) bool) error {
+	inbox := s.nc.NewInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	for seq := start; ; {
+		req, _ := json.Marshal(directRequest{Seq: seq, NextFor: filter, Batch: scanBatch})
+		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+			return err
+		}
+		got := 0
+		for {
+			m, err := sub.NextMsgWithContext(ctx)
+			if err != nil {
+				return err
+			}
+			r, err := directMsg(m)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return nil // nothing (more) at or after seq
+			}
+			if errors.Is(err, errEOB) {
+				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				if pending == 0 || got == 0 {
+					return nil
+				}
+				break
+			}
+			if err != nil {
+				return err
+			}
+			got++
+			seq = r.seq + 1
+			if !each(r) {
+				return nil // the rest of the batch goes with the inbox
+			}
+		}
+	}
+}
