@@ -52,6 +52,9 @@ type fixtureCase struct {
 	JobSubmit            json.RawMessage `json:"jobSubmit"`
 	JobIdentity          json.RawMessage `json:"jobIdentity"`
 	JobEvents            json.RawMessage `json:"jobEvents"`
+	Decision             json.RawMessage `json:"decision"`
+	ToolResult           json.RawMessage `json:"toolResult"`
+	ToolIdentity         json.RawMessage `json:"toolIdentity"`
 
 	// versioning.json
 	Headers       map[string]string `json:"headers"`
@@ -110,11 +113,9 @@ func loadFixtures(t *testing.T, name string) fixtureFile {
 // correctly by itself (unnegotiated extension events, extension members of
 // a result that was not asked for, the context progress phase, cased
 // extra fields).
-var extensionPrefixes = []string{"context-", "retrieval-", "ingestion-", "approval-", "executor-"}
+var extensionPrefixes = []string{"context-", "retrieval-", "ingestion-"}
 
 var handledExtensionCases = map[string]bool{
-	"approval-unnegotiated":                true,
-	"executor-unnegotiated":                true,
 	"retrieval-context-progress":           true,
 	"session-stream-unrequested":           true,
 	"session-stream-ignore-cased-addition": true,
@@ -124,7 +125,8 @@ var handledExtensionCases = map[string]bool{
 }
 
 func isExtensionCase(c *fixtureCase) bool {
-	if c.Operation != "" && c.Operation != "providers" && c.Operation != "protocol" && !strings.HasPrefix(c.Operation, "session-") && !strings.HasPrefix(c.Operation, "job-") {
+	if c.Operation != "" && c.Operation != "providers" && c.Operation != "protocol" && !strings.HasPrefix(c.Operation, "session-") && !strings.HasPrefix(c.Operation, "job-") &&
+		c.Operation != "approval" && c.Operation != "tool-result" && c.Operation != "tool-progress" {
 		return true
 	}
 	for _, p := range extensionPrefixes {
@@ -371,6 +373,30 @@ func runFixture(t *testing.T, base []json.RawMessage, c *fixtureCase) error {
 			return err
 		}
 		_, gotErr = cl.JobEvents(ctx, ev.ID, ev.After, ev.Limit)
+	case "approval":
+		var d struct {
+			ApprovalID, RunID string
+			Call              client.ToolCall
+			Decision          string
+		}
+		if err := json.Unmarshal(c.Decision, &d); err != nil {
+			return err
+		}
+		_, gotErr = cl.DecideApproval(ctx, &client.ApprovalRequest{ApprovalID: d.ApprovalID, RunID: d.RunID, Call: d.Call}, d.Decision)
+	case "tool-result", "tool-progress":
+		var x client.ToolExecution
+		if err := json.Unmarshal(c.ToolIdentity, &x); err != nil {
+			return err
+		}
+		if c.Operation == "tool-progress" {
+			gotErr = cl.ReportToolProgress(ctx, x)
+		} else {
+			var r struct{ Output json.RawMessage }
+			if err := json.Unmarshal(c.ToolResult, &r); err != nil {
+				return err
+			}
+			gotErr = cl.SubmitToolResult(ctx, x, r.Output)
+		}
 	default:
 		return fmt.Errorf("operation %q not supported", c.Operation)
 	}

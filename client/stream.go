@@ -50,6 +50,10 @@ type Event struct {
 	Output          json.RawMessage     // tool.completed
 	Result          *protocol.RunResult // run.completed
 	Error           *protocol.ErrorInfo // run.failed, run.cancelled
+	// Extension events of a run that opted in (approvals.go).
+	Approval   *ApprovalRequest      // approval.requested
+	Resolution *ApprovalResolution   // approval.resolved
+	Execution  *ToolExecutionRequest // tool.execution.requested
 }
 
 // Terminal reports whether e ends the run.
@@ -149,6 +153,9 @@ type validator struct {
 	req   *protocol.RunRequest
 	runID string
 	seq   int64
+	// executions and executedCalls are the execution ids and call ids
+	// tool.execution.requested has named (each only once).
+	executions, executedCalls map[string]bool
 }
 
 // event validates one frame's data. deliver is false for a skipped
@@ -281,10 +288,35 @@ func (v *validator) payload(ev *Event, m object) error {
 		if v.req.Approvals == nil {
 			return newError(protocol.CodeUnsupportedEvent, "unnegotiated extension event "+ev.Type)
 		}
+		if ev.Type == EventApprovalRequested {
+			a, err := validateApproval(m["approval"], v.req, v.runID)
+			if err != nil {
+				return bad(err.Error())
+			}
+			ev.Approval = a
+			break
+		}
+		rm, ok := asObject(m["resolution"])
+		if !ok {
+			return bad("resolution is not an object")
+		}
+		res, err := validateResolution(rm)
+		if err == nil && res.RunID != v.runID {
+			err = fieldError("resolution.runId is not the run's")
+		}
+		if err != nil {
+			return bad(err.Error())
+		}
+		ev.Resolution = res
 	case EventToolExecutionRequested:
 		if v.req.ApplicationTools == nil {
 			return newError(protocol.CodeUnsupportedEvent, "unnegotiated extension event "+ev.Type)
 		}
+		x, err := v.validateExecution(m["execution"])
+		if err != nil {
+			return bad(err.Error())
+		}
+		ev.Execution = x
 	default:
 		if opt, ok := asBool(m["optional"]); ok && opt {
 			ev.Type = "" // skipped: envelope and sequence were checked

@@ -25,6 +25,11 @@ type Token struct {
 	// Ops are the feature operation grants, "feature.op"
 	// (runtime.Principal.Ops): from [tokens.grants] sessions and jobs.
 	Ops []string
+	// ApproveTools and AppTools are [tokens.grants] approve_tools and
+	// application_tools (runtime.Principal.ApproveTools and
+	// .ApplicationTools: name → its calls still need review).
+	ApproveTools []string
+	AppTools     map[string]bool
 }
 
 // maxBearerLen bounds the presented bearer (wire-core §11.1, newer
@@ -50,6 +55,14 @@ func newTokenEntries(tokens []Token) []tokenEntry {
 		}
 		for _, op := range t.Ops {
 			p.Ops[op] = true
+		}
+		p.ApproveTools = make(map[string]bool, len(t.ApproveTools))
+		for _, name := range t.ApproveTools {
+			p.ApproveTools[name] = true
+		}
+		p.ApplicationTools = make(map[string]bool, len(t.AppTools))
+		for name, review := range t.AppTools {
+			p.ApplicationTools[name] = review
 		}
 		for _, id := range t.Providers {
 			p.Providers[id] = true

@@ -21,6 +21,8 @@ import (
 
 	"adhost/host/config"
 	"adhost/runtime"
+	"adhost/runtime/approvals"
+	"adhost/runtime/apptools"
 	"adhost/runtime/discovery"
 	"adhost/runtime/scheduling"
 	"adhost/runtime/wasm"
@@ -112,6 +114,11 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		// engine); this covers the early returns.
 		defer jobSvc.Stop(context.Background())
 	}
+	retr, retrFeatures, err := cliRetrieval(ctx, cfg, h, log)
+	if err != nil {
+		return env.fail("serve", err)
+	}
+	jobFeatures = append(jobFeatures, retrFeatures...) // the server orders features itself
 	srv = NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
@@ -124,7 +131,11 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Features:       append(append(sessFeatures, idemFeatures...), jobFeatures...),
 		Idempotency:    idemKeys,
 		Jobs:           jobSvc,
+		Retrieval:      retrievalOption(retr),
 		Metrics:        metrics,
+		Telemetry:      tel,
+		Approvals:      h.decider(),
+		Executions:     h.executions(),
 	})
 	srv.SetReady()
 	if jobSvc != nil {
@@ -206,7 +217,12 @@ type cliHost struct {
 	disc      *discovery.Cache
 	tokens    []Token
 	toolNames []string
-	closed    bool
+	// reviews and apps are [approvals] and [application_tools] (nil:
+	// off); reviewFeatures their /v1/protocol features.
+	reviews        *approvals.Service
+	apps           *apptools.Service
+	reviewFeatures []string
+	closed         bool
 }
 
 func (h *cliHost) close() error {
@@ -294,6 +310,7 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		QueueSubject:  cfg.Limits.QueuePerSubject,
 		Scheduler:     scheduling.New(),
 		Budgets:       cliBudgets(cfg.Resources),
+		Context:       cliContext(cfg),
 		UsageSink:     sinks,
 		HostID:        hostID,
 		Logger:        log,

@@ -130,6 +130,9 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/v1/jobs/cancel", s.jobRoute(s.jobCancel)},
 		{http.MethodPost, "/v1/jobs/events", s.jobRoute(s.jobEvents)},
 		{http.MethodGet, MetricsPath, s.metricsRoute()},
+		{http.MethodPost, "/v1/approvals/decisions", s.approvalRoute()},
+		{http.MethodPost, "/v1/tool-executions/progress", s.toolExecutionRoute(true)},
+		{http.MethodPost, "/v1/tool-executions/results", s.toolExecutionRoute(false)},
 	}
 }
 
@@ -298,10 +301,11 @@ func (s *Server) readPOST(w http.ResponseWriter, r *http.Request) (body []byte, 
 	return body, true
 }
 
-// runDecoding accepts the extension members this host implements. With
+// s.runDecoding accepts the extension members this host implements. With
 // sessions off, `session` still decodes and the engine answers
-// SESSIONS_UNAVAILABLE, as wire-core §3.3 check 1 says.
-var runDecoding = protocol.DecodeOptions{Session: true}
+// SESSIONS_UNAVAILABLE, as wire-core §3.3 check 1 says; `approvals` and
+// `applicationTools` decode only when their feature is on, so a host
+// without them rejects the fields as unknown (wire-extensions §4.1).
 
 // serveRun is POST /v1/runs from step 9 on.
 func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal) {
@@ -316,7 +320,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 
 	// 12–13. UTF-8 (the decoder checks it before anything else) and strict
 	// decoding; the engine does the semantic checks.
-	req, err := runDecoding.Decode(body)
+	req, err := s.runDecoding.Decode(body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

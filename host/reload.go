@@ -197,10 +197,12 @@ func cliTokens(cfg *config.File, log *slog.Logger) ([]Token, error) {
 		tokens = append(tokens, Token{
 			ID: s.Token.ID, Subject: s.Token.Subject, Secret: s.Value,
 			Providers: s.Token.Providers, Tools: s.Token.Tools,
-			Ops: s.Token.Grants.Ops(),
+			Ops:          s.Token.Grants.Ops(),
+			ApproveTools: s.Token.Grants.ApproveTools,
+			AppTools:     s.Token.Grants.AppToolReview(),
 		})
 		if s.Token.Grants.Unimplemented() {
-			log.Warn("token grants for approvals, application tools and retrieval are not implemented yet; ignored", "token", s.Token.ID)
+			log.Warn("token grants for retrieval are not implemented yet; ignored", "token", s.Token.ID)
 		}
 	}
 	return tokens, nil

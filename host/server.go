@@ -16,6 +16,7 @@ import (
 	"adhost/runtime"
 	"adhost/runtime/idempotency"
 	"adhost/runtime/jobs"
+	"adhost/runtime/protocol"
 )
 
 // Ingress timers (wire-core §1.4). They bound receiving a request, never
@@ -75,6 +76,15 @@ type ServerOptions struct {
 	// Metrics serves GET /metrics ([metrics] enabled) and counts every
 	// request; nil: the path is unknown.
 	Metrics *Metrics
+	// Telemetry exports spans and metrics over OTLP ([diagnostics]);
+	// nil: off.
+	Telemetry *Telemetry
+	// Approvals serves POST /v1/approvals/decisions; nil: unknown path.
+	// Runs carrying `approvals` are decoded only with it set.
+	Approvals Decider
+	// Executions serves POST /v1/tool-executions/*; nil: unknown paths.
+	// Runs carrying `applicationTools` are decoded only with it set.
+	Executions ExecutionResults
 }
 
 // Host states (wire-core §1.2 step 2).
@@ -101,6 +111,7 @@ type Server struct {
 	sessions      SessionTurns
 	idem          *idempotency.Keys
 	metrics       *Metrics
+	tel           *Telemetry
 	jobs          *jobs.Service
 
 	state atomic.Int32
@@ -126,6 +137,7 @@ func NewServer(opts ServerOptions) *Server {
 		sessions:      opts.Sessions,
 		idem:          opts.Idempotency,
 		jobs:          opts.Jobs,
+		retrieval:     opts.Retrieval,
 		metrics:       opts.Metrics,
 	}
 	if s.metrics != nil {

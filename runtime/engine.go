@@ -100,6 +100,12 @@ type Options struct {
 	// ApprovalHook approves tools that require approval; nil: such tools
 	// fail closed with APPROVAL_REQUIRED.
 	ApprovalHook ApprovalHook
+	// Reviewer serves runs carrying `approvals` (interactive-approvals);
+	// nil: such runs are APPROVAL_UNAVAILABLE. The engine's for life.
+	Reviewer Reviewer
+	// ApplicationTools serves runs carrying `applicationTools`; nil: such
+	// runs are APPLICATION_TOOLS_UNAVAILABLE. The engine's for life.
+	ApplicationTools ApplicationTools
 	// RunStore persists events before delivery; nil: none.
 	RunStore RunStore
 	// IdempotencyKeys accepts requests with an idempotencyKey: the host
@@ -138,6 +144,8 @@ type Engine struct {
 	hostID    string
 	log       *slog.Logger
 	approval  ApprovalHook
+	reviewer  Reviewer
+	apps      ApplicationTools
 	store     RunStore
 	idemKeys  bool
 
@@ -164,6 +172,9 @@ type hostTool struct {
 	schema validator
 	output validator // nil: the tool declares no output schema
 	exec   ToolExecutor
+	// app: an application tool defined by the run (wire-extensions §5),
+	// executed by Options.ApplicationTools.
+	app bool
 }
 
 // engineConfig is what Reconfigure may change: the provider instances,
@@ -190,6 +201,8 @@ func New(opts Options) (*Engine, error) {
 		hostID:     opts.HostID,
 		log:        opts.Logger,
 		approval:   opts.ApprovalHook,
+		reviewer:   opts.Reviewer,
+		apps:       opts.ApplicationTools,
 		store:      opts.RunStore,
 		idemKeys:   opts.IdempotencyKeys,
 		perSubject: make(map[string]int),
@@ -416,9 +429,13 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 		if e.isShuttingDown() {
 			return nil, protocol.New(protocol.CodeHostShuttingDown)
 		}
-		if err := authorize(p, req); err != nil {
+		if err := authorize(p, req, pl); err != nil {
 			return nil, err
 		}
+		if err := streamRequired(req, mode); err != nil {
+			return nil, err
+		}
+		pl.bindGrants(p)
 		slot, err = e.admit(p.Subject, pl.inst.AccountID, pl.cfg, opts.Queue)
 		if err == errStaleConfig {
 			continue // Reconfigure ran since validate: validate again
@@ -483,13 +500,14 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 // without starting anything. Durable jobs validate a submission with it
 // and again before dispatch. Its errors are *protocol.Error.
 func (e *Engine) Validate(p *Principal, req *protocol.RunRequest) error {
-	if _, err := e.validate(req); err != nil {
+	pl, err := e.validate(req)
+	if err != nil {
 		return err
 	}
 	if e.isShuttingDown() {
 		return protocol.New(protocol.CodeHostShuttingDown)
 	}
-	return authorize(p, req)
+	return authorize(p, req, pl)
 }
 
 // Admissible answers as admission would for a new run of subject — BUSY

@@ -23,6 +23,13 @@ const (
 	EventRunCompleted  = "run.completed"
 	EventRunFailed     = "run.failed"
 	EventRunCancelled  = "run.cancelled"
+
+	// Required events of the extensions a request opted into
+	// (wire-extensions §1.4): never optional, never sent to a request
+	// without `approvals` / `applicationTools`.
+	EventApprovalRequested      = "approval.requested"
+	EventApprovalResolved       = "approval.resolved"
+	EventToolExecutionRequested = "tool.execution.requested"
 )
 
 // Progress phases of run.progress.
@@ -64,6 +71,9 @@ type payload struct {
 	err    *protocol.ErrorInfo
 	// run.started
 	provider, model string
+	// extension events: one payload field holding compact JSON
+	extField string
+	ext      json.RawMessage
 }
 
 // timestampLayout is UTC with exactly millisecond precision (wire-core §5.1).
@@ -154,6 +164,13 @@ func encodeEvent(runID string, seq int64, p *payload) []byte {
 	case EventRunFailed, EventRunCancelled:
 		b = append(b, `,"error":`...)
 		b = appendMarshal(b, p.err)
+	default:
+		if p.extField != "" {
+			b = append(b, ',')
+			b = appendString(b, p.extField)
+			b = append(b, ':')
+			b = append(b, p.ext...) // compact JSON built by the feature
+		}
 	}
 	return append(b, '}')
 }

@@ -445,8 +445,10 @@ type toolResult struct {
 func (r *Run) runTool(c abi.ToolCall) (json.RawMessage, error) {
 	ht := r.plan.toolByName[c.Name]
 	r.emit(&payload{typ: EventToolCalled, ts: time.Now(), call: &c})
-	if ht.tool.RequiresApproval && !r.approve(c) {
-		return nil, protocol.New(protocol.CodeApprovalRequired)
+	if ht.tool.RequiresApproval {
+		if err := r.review(c); err != nil {
+			return nil, err
+		}
 	}
 	if r.ctx.Err() != nil {
 		return nil, context.Cause(r.ctx)
@@ -457,7 +459,10 @@ func (r *Run) runTool(c abi.ToolCall) (json.RawMessage, error) {
 	// The executor gets its own copy: the recorded call stays immutable
 	// whatever the tool does with its arguments.
 	xc := abi.ToolCall{ID: c.ID, Name: c.Name, Arguments: append(json.RawMessage(nil), c.Arguments...)}
-	x := &ToolExecution{RunID: r.id, Subject: r.subject, Call: xc, Progress: op.progress}
+	x := &ToolExecution{RunID: r.id, Subject: r.subject, Call: xc, Progress: op.progress, Provider: r.req.Provider, Emit: r.emitExt}
+	if ht.output != nil {
+		x.CheckOutput = func(out json.RawMessage) error { return ht.output.ValidateJSON(out) }
+	}
 	ch := make(chan toolResult, 1)
 	r.e.calls.Add(1)
 	go func() {
@@ -484,6 +489,11 @@ func (r *Run) runTool(c abi.ToolCall) (json.RawMessage, error) {
 		return nil, context.Cause(r.ctx)
 	}
 	if res.err != nil {
+		var nd notDispatched
+		if errors.As(res.err, &nd) {
+			r.toolPending = false // refused before anyone could act on it
+			return nil, nd.err
+		}
 		return nil, uncertain(res.err)
 	}
 	out, err := compactJSON(res.out)
@@ -512,6 +522,64 @@ func uncertain(cause error) *protocol.Error {
 	pe := protocol.Wrap(protocol.CodeToolOutcomeUncertain, cause)
 	pe.Uncertain, pe.Retryable = true, false
 	return pe
+}
+
+// review gates a call that requires approval (wire-core §12.2 step 2,
+// wire-extensions §4.1), failing closed: the host hook, when there is one,
+// must allow it first; then a run with an interactive policy waits for a
+// decision. Without either, APPROVAL_REQUIRED. Only a nil return lets the
+// tool run.
+func (r *Run) review(c abi.ToolCall) error {
+	if r.e.approval != nil && !r.approve(c) {
+		return protocol.New(protocol.CodeApprovalRequired)
+	}
+	pol := r.plan.approvals
+	if pol == nil || r.e.reviewer == nil {
+		if r.e.approval != nil {
+			return nil // the host hook allowed it, and nobody else is asked
+		}
+		return protocol.New(protocol.CodeApprovalRequired)
+	}
+	if pol.IdlePause {
+		r.idlePaused.Store(true)
+		defer func() {
+			// The full interval restarts once the decision settles.
+			r.touch()
+			r.idlePaused.Store(false)
+		}()
+	}
+	c.Arguments = append(json.RawMessage(nil), c.Arguments...)
+	out, err := r.e.reviewer.Review(r.ctx, &Review{
+		RunID: r.id, Subject: r.subject, Provider: r.req.Provider, Call: c, Policy: *pol, Emit: r.emitExt,
+	})
+	if r.ctx.Err() != nil {
+		return context.Cause(r.ctx) // a cancellation wins over the review's outcome
+	}
+	if err != nil {
+		return protocol.AsPublic(err)
+	}
+	switch out {
+	case ReviewApproved:
+		return nil
+	case ReviewDenied:
+		return protocol.New(protocol.CodeApprovalDenied)
+	case ReviewExpired:
+		return protocol.New(protocol.CodeApprovalExpired)
+	case ReviewCancelled:
+		r.Cancel(nil) // run.cancelled CANCELLED
+		return context.Cause(r.ctx)
+	}
+	return protocol.New(protocol.CodeApprovalRequired)
+}
+
+// emitExt commits an extension event carrying one payload field of
+// compact JSON; false when the run is stopping and it was dropped.
+func (r *Run) emitExt(typ, field string, value json.RawMessage) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	before := r.seq
+	r.emitLocked(&payload{typ: typ, ts: time.Now(), extField: field, ext: value})
+	return r.seq > before
 }
 
 // approve asks the host approval hook; no hook, false or an error deny.

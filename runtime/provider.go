@@ -83,6 +83,14 @@ type Principal struct {
 	// "feature.op" as in host.toml's [tokens.grants]: "jobs.submit",
 	// "sessions.continue" (see Can). Absent: denied.
 	Ops map[string]bool
+	// ApproveTools are the tool names whose approvals the token may
+	// decide (interactive-approvals, [tokens.grants] approve_tools).
+	ApproveTools map[string]bool
+	// ApplicationTools are the application tool names the token may
+	// select and act as executor for (application_tools), each mapped to
+	// whether its calls still need review: false only for a grant with
+	// requires_approval = false (wire-extensions §5.2).
+	ApplicationTools map[string]bool
 	// CredentialDigest is the SHA-256 hex of the bearer token. Durable
 	// records keep it to find the credential again (a job dispatched
 	// after a restart re-resolves its grants); the bearer itself is

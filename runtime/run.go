@@ -50,6 +50,9 @@ type Run struct {
 	// lastActive is the time of the last real progress, as a duration
 	// since startedAt (read by the idle timer).
 	lastActive atomic.Int64
+	// idlePaused stops the idle clock while an interactive approval with
+	// idlePolicy "pause" is awaited (wire-extensions §4.6).
+	idlePaused atomic.Bool
 
 	mu    sync.Mutex
 	seq   int64
@@ -380,7 +383,9 @@ func (r *Run) touch() {
 // stamps lastActive, and the timer re-arms itself for the remainder.
 func (r *Run) idleCheck() {
 	elapsed := time.Since(r.startedAt) - time.Duration(r.lastActive.Load())
-	if elapsed >= r.plan.idle {
+	if r.idlePaused.Load() {
+		elapsed = 0 // paused: look again a full interval on
+	} else if elapsed >= r.plan.idle {
 		r.cancel(idleCause)
 		return
 	}

@@ -83,6 +83,16 @@ type ToolExecution struct {
 	// Progress reports real progress of the call (re-arms the idle timer;
 	// throttled run.progress with phase "tool").
 	Progress func()
+	// Provider is the run's provider instance (the application-tools
+	// endpoints check the submitter's grant for it).
+	Provider string
+	// Emit commits an event of the run carrying one payload field, as
+	// Review.Emit (tool.execution.requested with "execution").
+	Emit func(typ, field string, value json.RawMessage) bool
+	// CheckOutput validates an output against the tool's declared output
+	// schema (nil: none declared), for an executor that must answer the
+	// submitter of an output before handing it to the engine.
+	CheckOutput func(output json.RawMessage) error
 }
 
 // ToolExecutor runs one tool call and returns its output (any JSON value;
@@ -383,3 +393,96 @@ func (r *Run) checkBudgets() error {
 	}
 	return nil
 }
+
+// ApprovalPolicy is a run's decoded `approvals` option (wire-extensions
+// §4.1).
+type ApprovalPolicy struct {
+	// IdlePause is idlePolicy "pause": the run's idle clock stops while a
+	// decision is awaited and restarts in full once it settles.
+	IdlePause bool
+	// ExpiresAfter is expiresAfterMs; 0: the request never expires.
+	ExpiresAfter time.Duration
+}
+
+// ReviewOutcome is how an interactive review ended.
+type ReviewOutcome int
+
+const (
+	// ReviewApproved: run the reviewed call once.
+	ReviewApproved ReviewOutcome = iota + 1
+	// ReviewDenied: the run fails with APPROVAL_DENIED.
+	ReviewDenied
+	// ReviewCancelled: the reviewer cancelled the run (run.cancelled
+	// CANCELLED).
+	ReviewCancelled
+	// ReviewExpired: the run fails with APPROVAL_EXPIRED.
+	ReviewExpired
+)
+
+// Review is one gated call awaiting an interactive decision.
+type Review struct {
+	RunID, Subject, Provider string
+	Call                     abi.ToolCall // a copy; arguments are compact JSON
+	Policy                   ApprovalPolicy
+	// Emit commits an event of the run carrying one payload field (raw
+	// compact JSON): approval.requested with "approval", approval.resolved
+	// with "resolution". It reports false when the run is stopping and the
+	// event was dropped.
+	Emit func(typ, field string, value json.RawMessage) bool
+}
+
+// Reviewer is the interactive-approvals seam (wire-extensions §4);
+// runtime/approvals implements it. Nil in Options: a run carrying
+// `approvals` is APPROVAL_UNAVAILABLE.
+type Reviewer interface {
+	// Policy decodes a run's `approvals` object: INVALID_REQUEST when it
+	// does not match the schema, APPROVAL_POLICY for a pause the host
+	// forbids (both *protocol.Error).
+	Policy(raw json.RawMessage) (*ApprovalPolicy, error)
+	// Review registers the pending approval, emits approval.requested,
+	// waits for the decision, expiry or ctx, and emits approval.resolved.
+	// It is called only after the host ApprovalHook (if any) allowed the
+	// call. An error (a *protocol.Error: APPROVAL_CAPACITY,
+	// APPROVAL_AUDIT_FAILED; or ctx's) fails the run and the tool does not
+	// run: only ReviewApproved with a nil error lets it run.
+	Review(ctx context.Context, rv *Review) (ReviewOutcome, error)
+}
+
+// ApplicationTool is one decoded applicationTools definition
+// (wire-extensions §5.1).
+type ApplicationTool struct {
+	Def abi.ToolDef // name, description, input and output schema
+	// RequiresApproval is the definition's own flag.
+	RequiresApproval bool
+	// Size is the definition's JSON size in bytes (TOOL_DEFINITION_LIMIT
+	// above 128,000).
+	Size int
+}
+
+// ApplicationTools is the application-tools seam (wire-extensions §5);
+// runtime/apptools implements it. Nil in Options: a run carrying
+// `applicationTools` is APPLICATION_TOOLS_UNAVAILABLE. Its ExecuteTool
+// runs one call of an application tool: it must emit
+// tool.execution.requested (ToolExecution.Emit) only once the ticket can be
+// answered, and wait for the submitted result.
+type ApplicationTools interface {
+	// Definitions decodes a run's applicationTools array; a schema
+	// failure is INVALID_REQUEST. The engine checks the rest in the order
+	// of wire-core §3.3 (conflicts, selection, size, schemas).
+	Definitions(raw json.RawMessage) ([]ApplicationTool, error)
+	// RequireApproval is the host default of the review requirement
+	// (wire-extensions §5.2); a definition or grant can only add review.
+	RequireApproval() bool
+	ToolExecutor
+}
+
+// NotDispatched marks an executor's error raised before the call reached
+// anyone who could act on it (TOOL_EXECUTOR_CAPACITY): the run fails with
+// err's own code and a certain outcome, instead of
+// TOOL_OUTCOME_UNCERTAIN.
+func NotDispatched(err *protocol.Error) error { return notDispatched{err} }
+
+type notDispatched struct{ err *protocol.Error }
+
+func (n notDispatched) Error() string { return n.err.Error() }
+func (n notDispatched) Unwrap() error { return n.err }

@@ -21,7 +21,13 @@ type plan struct {
 	maxOutputTokens int
 	idle            time.Duration
 	instructions    string
+	// approvals is the run's decoded `approvals` option; nil: none.
+	approvals *ApprovalPolicy
 }
+
+// maxAppToolDefBytes bounds one application tool definition
+// (wire-extensions §5.5).
+const maxAppToolDefBytes = 128_000
 
 // outputDirective is appended to the instructions of a run with an
 // outputSchema (wire-core §9: wording free).
@@ -92,8 +98,9 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		seen[name] = true
 	}
 	// 15–19. application tools
-	if len(req.ApplicationTools) > 0 {
-		return nil, protocol.New(protocol.CodeApplicationToolsUnavail)
+	apps, err := e.applicationTools(req, cfg, seen)
+	if err != nil {
+		return nil, err
 	}
 	// 20. every selected tool is registered
 	pl := &plan{inst: inst, cfg: cfg}
@@ -102,6 +109,9 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 	}
 	for _, name := range req.Tools {
 		ht := cfg.tools[name]
+		if ht == nil {
+			ht = apps[name]
+		}
 		if ht == nil {
 			return nil, protocol.New(protocol.CodeUnknownTool)
 		}
@@ -113,7 +123,12 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 	}
 	// 21. approvals
 	if len(req.Approvals) > 0 {
-		return nil, protocol.New(protocol.CodeApprovalUnavailable)
+		if e.reviewer == nil {
+			return nil, protocol.New(protocol.CodeApprovalUnavailable)
+		}
+		if pl.approvals, err = e.reviewer.Policy(req.Approvals); err != nil {
+			return nil, protocol.AsPublic(err)
+		}
 	}
 	// 22. outputSchema
 	if len(req.OutputSchema) > 0 {
@@ -160,18 +175,117 @@ func effective(req *int, def, host int) int {
 }
 
 // authorize checks the provider grant and the grant of every selected tool
-// (wire-core §11.2). It runs after validation, so validation codes reach
-// tokens without the grant.
-func authorize(p *Principal, req *protocol.RunRequest) error {
+// (wire-core §11.2): an application tool needs an applicationTools grant
+// entry, any other tool the tools grant (wire-extensions §5.1). It runs
+// after validation, so validation codes reach tokens without the grant.
+func authorize(p *Principal, req *protocol.RunRequest, pl *plan) error {
 	if p == nil || !p.Providers[req.Provider] {
 		return protocol.New(protocol.CodeForbidden)
 	}
 	for _, t := range req.Tools {
+		if ht := pl.toolByName[t]; ht != nil && ht.app {
+			if _, ok := p.ApplicationTools[t]; !ok {
+				return protocol.New(protocol.CodeForbidden)
+			}
+			continue
+		}
 		if !p.Tools[t] {
 			return protocol.New(protocol.CodeForbidden)
 		}
 	}
 	return nil
+}
+
+// streamRequired refuses the SSE-only options on a JSON run, after
+// authorization (wire-core §3.3), applicationTools first.
+func streamRequired(req *protocol.RunRequest, mode Mode) error {
+	switch {
+	case mode == ModeStream:
+		return nil
+	case len(req.ApplicationTools) > 0:
+		return protocol.New(protocol.CodeToolStreamRequired)
+	case len(req.Approvals) > 0:
+		return protocol.New(protocol.CodeApprovalStreamRequired)
+	}
+	return nil
+}
+
+// applicationTools runs checks 15–19 of wire-core §3.3 on the run's
+// application tool definitions and returns them by name, compiled. They
+// are the run's own tools: the review requirement of each is the host
+// default or the definition's flag here, and the executor's grant may add
+// review once the principal is known (reviewRequired).
+func (e *Engine) applicationTools(req *protocol.RunRequest, cfg *engineConfig, selected map[string]bool) (map[string]*hostTool, error) {
+	if len(req.ApplicationTools) == 0 {
+		return nil, nil
+	}
+	if e.apps == nil {
+		return nil, protocol.New(protocol.CodeApplicationToolsUnavail)
+	}
+	defs, err := e.apps.Definitions(req.ApplicationTools)
+	if err != nil {
+		return nil, protocol.AsPublic(err)
+	}
+	out := make(map[string]*hostTool, len(defs))
+	for _, d := range defs { // 16
+		if out[d.Def.Name] != nil || cfg.tools[d.Def.Name] != nil {
+			return nil, protocol.New(protocol.CodeToolDefinitionConflict)
+		}
+		out[d.Def.Name] = &hostTool{}
+	}
+	for _, d := range defs { // 17
+		if !selected[d.Def.Name] {
+			return nil, protocol.New(protocol.CodeInvalidRequest)
+		}
+	}
+	for _, d := range defs { // 18
+		if d.Size > maxAppToolDefBytes {
+			return nil, protocol.New(protocol.CodeToolDefinitionLimit)
+		}
+	}
+	requireAll := e.apps.RequireApproval()
+	for _, d := range defs { // 19
+		ht := &hostTool{
+			tool: &Tool{Def: d.Def, RequiresApproval: requireAll || d.RequiresApproval},
+			exec: e.apps,
+			app:  true,
+		}
+		if ht.schema, err = compileSchema(d.Def.InputSchema); err != nil {
+			return nil, protocol.AsPublic(err)
+		}
+		if len(d.Def.OutputSchema) > 0 {
+			if ht.output, err = compileSchema(d.Def.OutputSchema); err != nil {
+				return nil, protocol.AsPublic(err)
+			}
+		}
+		out[d.Def.Name] = ht
+	}
+	return out, nil
+}
+
+// reviewRequired is whether a call of ht needs an approval in a run of p:
+// the tool's own requirement, or, for an application tool, a grant that
+// does not waive review (wire-extensions §5.2).
+func reviewRequired(ht *hostTool, p *Principal) bool {
+	if ht.tool.RequiresApproval {
+		return true
+	}
+	if !ht.app {
+		return false
+	}
+	needs, ok := p.ApplicationTools[ht.tool.Def.Name]
+	return !ok || needs
+}
+
+// bindGrants settles the review requirement of the run's application
+// tools for the principal that starts it. Those hostTools belong to this
+// run's plan alone, so they are marked in place.
+func (pl *plan) bindGrants(p *Principal) {
+	for _, ht := range pl.tools {
+		if ht.app && reviewRequired(ht, p) {
+			ht.tool.RequiresApproval = true
+		}
+	}
 }
 
 func contains(list []string, s string) bool {

@@ -22,6 +22,10 @@ type File struct {
 	Jobs *Jobs `toml:"jobs"`
 	// Resources is [resources] (budgets); nil when absent.
 	Resources *Resources `toml:"resources"`
+	// Approvals and AppTools are [approvals] and [application_tools]
+	// (approvals.go); nil when absent.
+	Approvals *Approvals `toml:"approvals"`
+	AppTools  *AppTools  `toml:"application_tools"`
 	// Metrics, Log and Diagnostics are [metrics], [log] and
 	// [diagnostics] (diagnostics.go); nil when absent.
 	Metrics     *Metrics     `toml:"metrics"`
@@ -140,6 +144,9 @@ type Provider struct {
 	AccountDirectory string `toml:"account_directory"`
 	// BinaryPin is the [[binaries]] entry Binary names, set by Validate.
 	BinaryPin *Binary `toml:"-"`
+	// InputMediaTypes are the non-text media types each model accepts
+	// (context.go); absent: every model is text-only.
+	InputMediaTypes map[string][]string `toml:"input_media_types"`
 }
 
 // Tools is one [[tools]] entry: host tools served by a tool extension.
@@ -196,11 +203,24 @@ func (g Grants) Ops() []string {
 	if g.Metrics {
 		ops = append(ops, "metrics.read")
 	}
+	if r := g.Retrieval; r != nil {
+		// One op per corpus: "retrieval.search:docs" (a corpus id may
+		// hold ':' but the prefix is fixed, so the name is unambiguous).
+		for _, id := range r.Search {
+			ops = append(ops, "retrieval.search:"+id)
+		}
+		for _, id := range r.Index {
+			ops = append(ops, "retrieval.index:"+id)
+		}
+		for _, id := range r.Delete {
+			ops = append(ops, "retrieval.delete:"+id)
+		}
+	}
 	return ops
 }
 
 // Unimplemented reports whether a grant of a feature this build does not
-// implement yet is set (approvals, application tools, retrieval).
+// implement yet is set (retrieval).
 func (g Grants) Unimplemented() bool {
 	return len(g.ApproveTools) > 0 || len(g.ApplicationTools) > 0 || g.Retrieval != nil
 }

@@ -73,6 +73,23 @@ const (
 	CodeApprovalUnavailable        Code = "APPROVAL_UNAVAILABLE"
 	CodeTLSRequired                Code = "TLS_REQUIRED"
 
+	// Interactive approvals and application tools (wire-extensions §4.8,
+	// §5.6).
+	CodeApprovalPolicy         Code = "APPROVAL_POLICY"
+	CodeInvalidApproval        Code = "INVALID_APPROVAL"
+	CodeApprovalNotFound       Code = "APPROVAL_NOT_FOUND"
+	CodeApprovalMismatch       Code = "APPROVAL_MISMATCH"
+	CodeApprovalCapacity       Code = "APPROVAL_CAPACITY"
+	CodeApprovalAuditFailed    Code = "APPROVAL_AUDIT_FAILED"
+	CodeInvalidToolExecution   Code = "INVALID_TOOL_EXECUTION"
+	CodeInvalidToolOutput      Code = "INVALID_TOOL_OUTPUT"
+	CodeToolDefinitionLimit    Code = "TOOL_DEFINITION_LIMIT"
+	CodeToolDefinitionConflict Code = "TOOL_DEFINITION_CONFLICT"
+	CodeToolExecutionMismatch  Code = "TOOL_EXECUTION_MISMATCH"
+	CodeToolExecutionNotFound  Code = "TOOL_EXECUTION_NOT_FOUND"
+	CodeToolExecutorCapacity   Code = "TOOL_EXECUTOR_CAPACITY"
+	CodeApplicationToolFailed  Code = "APPLICATION_TOOL_FAILED"
+
 	// Durable state (wire-extensions §2, §3, §8; wire-core §15).
 	CodeIdempotencyConflict       Code = "IDEMPOTENCY_CONFLICT"
 	CodeOperationInProgress       Code = "OPERATION_IN_PROGRESS"
@@ -330,7 +347,7 @@ func DefaultRetryable(code Code) bool {
 	switch code {
 	case CodeHostStarting, CodeHostShuttingDown, CodeBusy, CodeQueueFull,
 		CodeRateLimited, CodeIdleTimeout, CodeProviderUnreachable, CodeProviderError,
-		"OPERATION_IN_PROGRESS", "JOB_WORKER_BUSY":
+		"OPERATION_IN_PROGRESS", "JOB_WORKER_BUSY", CodeApprovalCapacity, CodeToolExecutorCapacity:
 		return true
 	}
 	return false
@@ -404,6 +421,19 @@ var messages = map[Code]string{
 	CodeRetrievalUnavailable:       "Retrieval is not supported by this host.",
 	CodeApplicationToolsUnavail:    "Application tools are not supported by this host.",
 	CodeApprovalUnavailable:        "Interactive approvals are not supported by this host.",
+	CodeApprovalPolicy:             "The host does not allow this approval idle policy.",
+	CodeInvalidApproval:            "The approval decision does not match the v1 schema.",
+	CodeApprovalNotFound:           "No pending approval with this id.",
+	CodeApprovalMismatch:           "The decision does not match the pending approval's run or call.",
+	CodeApprovalCapacity:           "Too many approvals are pending.",
+	CodeApprovalAuditFailed:        "The approval decision could not be recorded.",
+	CodeInvalidToolExecution:       "The tool execution submission does not match the v1 schema.",
+	CodeInvalidToolOutput:          "The tool output does not match the tool's output schema.",
+	CodeToolDefinitionLimit:        "An application tool definition exceeds 128,000 bytes.",
+	CodeToolDefinitionConflict:     "An application tool name is repeated or names a host tool.",
+	CodeToolExecutionMismatch:      "The submission does not match the execution's run or call.",
+	CodeToolExecutionNotFound:      "No pending tool execution with this id.",
+	CodeToolExecutorCapacity:       "Too many tool executions are pending.",
 	// Durable state.
 	CodeIdempotencyConflict:       "The key was already used with a different request.",
 	CodeOperationInProgress:       "An operation with this key is still running.",
