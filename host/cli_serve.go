@@ -114,11 +114,6 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		// engine); this covers the early returns.
 		defer jobSvc.Stop(context.Background())
 	}
-	retr, retrFeatures, err := cliRetrieval(ctx, cfg, h, log)
-	if err != nil {
-		return env.fail("serve", err)
-	}
-	jobFeatures = append(jobFeatures, retrFeatures...) // the server orders features itself
 	srv = NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
@@ -128,12 +123,10 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Logger:         log,
 		Status:         extensionStatus(h.extOrder),
 		Sessions:       sessTurns,
-		Features:       append(append(sessFeatures, idemFeatures...), jobFeatures...),
+		Features:       append(append(append(sessFeatures, idemFeatures...), jobFeatures...), h.reviewFeatures...),
 		Idempotency:    idemKeys,
 		Jobs:           jobSvc,
-		Retrieval:      retrievalOption(retr),
 		Metrics:        metrics,
-		Telemetry:      tel,
 		Approvals:      h.decider(),
 		Executions:     h.executions(),
 	})
@@ -297,6 +290,7 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 	if hostID == "" {
 		hostID = cliRandomUUID()
 	}
+	h.reviews, h.apps, h.reviewFeatures = cliReviews(cfg, h.store, log)
 	h.engine, err = runtime.New(runtime.Options{
 		Providers:     insts,
 		Tools:         tools,
@@ -310,12 +304,13 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		QueueSubject:  cfg.Limits.QueuePerSubject,
 		Scheduler:     scheduling.New(),
 		Budgets:       cliBudgets(cfg.Resources),
-		Context:       cliContext(cfg),
 		UsageSink:     sinks,
 		HostID:        hostID,
 		Logger:        log,
 		// Keys are claimed and replayed by cliIdempotency's wrapper.
-		IdempotencyKeys: cfg.IdempotencyOn(),
+		IdempotencyKeys:  cfg.IdempotencyOn(),
+		Reviewer:         h.reviewer(),
+		ApplicationTools: h.appTools(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

@@ -76,9 +76,6 @@ type ServerOptions struct {
 	// Metrics serves GET /metrics ([metrics] enabled) and counts every
 	// request; nil: the path is unknown.
 	Metrics *Metrics
-	// Telemetry exports spans and metrics over OTLP ([diagnostics]);
-	// nil: off.
-	Telemetry *Telemetry
 	// Approvals serves POST /v1/approvals/decisions; nil: unknown path.
 	// Runs carrying `approvals` are decoded only with it set.
 	Approvals Decider
@@ -111,8 +108,12 @@ type Server struct {
 	sessions      SessionTurns
 	idem          *idempotency.Keys
 	metrics       *Metrics
-	tel           *Telemetry
 	jobs          *jobs.Service
+	decider       Decider
+	executions    ExecutionResults
+	// runDecoding: the extension members of POST /v1/runs this server
+	// accepts.
+	runDecoding protocol.DecodeOptions
 
 	state atomic.Int32
 	tls   atomic.Bool
@@ -137,8 +138,10 @@ func NewServer(opts ServerOptions) *Server {
 		sessions:      opts.Sessions,
 		idem:          opts.Idempotency,
 		jobs:          opts.Jobs,
-		retrieval:     opts.Retrieval,
 		metrics:       opts.Metrics,
+		decider:       opts.Approvals,
+		executions:    opts.Executions,
+		runDecoding:   protocol.DecodeOptions{Session: true, Approvals: opts.Approvals != nil, ApplicationTools: opts.Executions != nil},
 	}
 	if s.metrics != nil {
 		s.metrics.src.Store(s)

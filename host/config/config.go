@@ -144,9 +144,6 @@ type Provider struct {
 	AccountDirectory string `toml:"account_directory"`
 	// BinaryPin is the [[binaries]] entry Binary names, set by Validate.
 	BinaryPin *Binary `toml:"-"`
-	// InputMediaTypes are the non-text media types each model accepts
-	// (context.go); absent: every model is text-only.
-	InputMediaTypes map[string][]string `toml:"input_media_types"`
 }
 
 // Tools is one [[tools]] entry: host tools served by a tool extension.
@@ -176,9 +173,10 @@ type Token struct {
 //
 // They are decoded and checked for shape so a host.toml written for a later
 // release is not silently misread. sessions and jobs are operation grants
-// (Ops); the features the others grant (approvals, application tools,
-// retrieval) are not implemented yet: the host ignores them and `serve`
-// logs a warning when any is set (Unimplemented).
+// (Ops); approve_tools and application_tools fill the principal's
+// ApproveTools and ApplicationTools; retrieval is not implemented yet: the
+// host ignores it and `serve` logs a warning when it is set
+// (Unimplemented).
 type Grants struct {
 	Sessions         []string          `toml:"sessions"`
 	Jobs             []string          `toml:"jobs"`
@@ -203,26 +201,13 @@ func (g Grants) Ops() []string {
 	if g.Metrics {
 		ops = append(ops, "metrics.read")
 	}
-	if r := g.Retrieval; r != nil {
-		// One op per corpus: "retrieval.search:docs" (a corpus id may
-		// hold ':' but the prefix is fixed, so the name is unambiguous).
-		for _, id := range r.Search {
-			ops = append(ops, "retrieval.search:"+id)
-		}
-		for _, id := range r.Index {
-			ops = append(ops, "retrieval.index:"+id)
-		}
-		for _, id := range r.Delete {
-			ops = append(ops, "retrieval.delete:"+id)
-		}
-	}
 	return ops
 }
 
 // Unimplemented reports whether a grant of a feature this build does not
 // implement yet is set (retrieval).
 func (g Grants) Unimplemented() bool {
-	return len(g.ApproveTools) > 0 || len(g.ApplicationTools) > 0 || g.Retrieval != nil
+	return g.Retrieval != nil
 }
 
 // Empty reports whether no grant is set.

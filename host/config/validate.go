@@ -59,14 +59,13 @@ func (f *File) Validate() error {
 	f.validateExtensions(p)
 	f.validateProviders(p)
 	f.validateBinaries(p)
-	f.validateRetrieval(p)
-	f.validateContext(p)
 	toolNames := f.validateTools(p)
 	f.validateToolSettings(p)
 	f.validateTokens(p, toolNames)
 	f.validateSessions(p)
 	f.validateIdempotency(p)
 	f.validateJobs(p)
+	f.validateReviews(p)
 	return p.err()
 }
 
