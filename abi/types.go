@@ -45,6 +45,33 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
 	ToolCallID string     `json:"toolCallId,omitempty"`
 	Name       string     `json:"name,omitempty"`
+	// Parts follow Content in a user turn that carries attached files
+	// (wire-context §6.3): a text label before each file, then the file
+	// itself, in context order. Adapters map them to their vendor's own
+	// part shapes; the host re-sends them on every step of the run.
+	Parts []Part `json:"parts,omitempty"`
+}
+
+// Part types.
+const (
+	PartText  = "text"
+	PartImage = "image"
+	PartPDF   = "pdf"
+)
+
+// Part is one piece of a user turn after its Content.
+//
+//   - text: Text.
+//   - image, pdf: MediaType (image/png, image/jpeg, image/webp,
+//     application/pdf) and Data, canonical standard base64 of the file;
+//     a pdf has Name, a display file name ("<source id>.pdf") for vendors
+//     that want one.
+type Part struct {
+	Type      string `json:"type"`
+	Text      string `json:"text,omitempty"`
+	MediaType string `json:"mediaType,omitempty"`
+	Data      string `json:"data,omitempty"`
+	Name      string `json:"name,omitempty"`
 }
 
 // ToolCall is a model's request to run a tool. Arguments is a JSON object.

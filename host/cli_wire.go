@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"adhost/abi"
 	"adhost/host/config"
 	"adhost/runtime"
+	"adhost/runtime/attachments"
 	"adhost/runtime/durable"
 	"adhost/runtime/manifest"
 	"adhost/runtime/wasm"
@@ -39,6 +42,7 @@ func cliBindProvider(ctx context.Context, x *wasm.Extension, p config.Provider) 
 	for k, v := range m.Capabilities {
 		caps[k] = v
 	}
+	mediaCaps(caps, p.InputMediaTypes)
 	return &runtime.ProviderInstance{
 		ID:           p.ID,
 		Name:         p.Name,
@@ -49,7 +53,50 @@ func cliBindProvider(ctx context.Context, x *wasm.Extension, p config.Provider) 
 		Capabilities: caps,
 		UsageSource:  m.UsageSource,
 		Provider:     prov,
+
+		InputMediaTypes: maps.Clone(p.InputMediaTypes),
 	}, nil
+}
+
+// mediaCaps turns the manifest's images/documents capabilities, which say
+// what the adapter can carry, into the instance's: true only when some
+// model enables an image type (images) or PDF (documents), else absent
+// (wire-context §1.2).
+func mediaCaps(caps map[string]bool, media map[string][]string) {
+	delete(caps, "images")
+	delete(caps, "documents")
+	for _, types := range media {
+		for _, t := range types {
+			switch {
+			case strings.HasPrefix(t, "image/"):
+				caps["images"] = true
+			case t == "application/pdf":
+				caps["documents"] = true
+			}
+		}
+	}
+}
+
+// cliCheckMedia refuses input_media_types that provider i's extension
+// cannot carry (its manifest lacks the images or documents capability).
+func cliCheckMedia(cfg *config.File, i int, m *manifest.Manifest) []error {
+	var errs []error
+	p := cfg.Providers[i]
+	for _, model := range slices.Sorted(maps.Keys(p.InputMediaTypes)) {
+		for _, t := range p.InputMediaTypes[model] {
+			if (strings.HasPrefix(t, "image/") && !m.Capability("images")) ||
+				(t == "application/pdf" && !m.Capability("documents")) {
+				errs = append(errs, cfg.MediaTypeError(i, model, t))
+			}
+		}
+	}
+	return errs
+}
+
+// cliContext is the selected-context service with [context]'s budgets.
+func cliContext(cfg *config.File) *attachments.Service {
+	maxBytes, maxText := cfg.ContextBudgets()
+	return attachments.New(attachments.Options{MaxBytes: maxBytes, MaxTextBytes: maxText})
 }
 
 // cliPrecheck verifies every pin's digest and reads its embedded manifest
@@ -89,6 +136,7 @@ func cliPrecheck(cfg *config.File) error {
 			errs = append(errs, fmt.Errorf("providers[%d] (%s): extension %s is a %s extension, not a provider", i, p.ID, p.Extension, m.Kind))
 			continue
 		}
+		errs = append(errs, cliCheckMedia(cfg, i, m)...)
 		for _, c := range m.Credentials {
 			ref, ok := p.Secrets[c.Name]
 			if !ok {

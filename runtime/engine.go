@@ -91,6 +91,10 @@ type Options struct {
 	Budgets BudgetPolicy
 	// UsageSink may be nil (no usage records).
 	UsageSink UsageSink
+	// Context serves `attachments` and `outputArtifact` (context-inputs,
+	// draft-artifacts); nil: both are unknown fields. The engine's for
+	// life.
+	Context ContextInputs
 	// HostID names this host in usage records; empty: a random UUID per
 	// Engine.
 	HostID string
@@ -141,6 +145,7 @@ type Engine struct {
 	sched     Scheduler
 	budgets   BudgetPolicy
 	usageSink UsageSink
+	contexts  ContextInputs
 	hostID    string
 	log       *slog.Logger
 	approval  ApprovalHook
@@ -198,6 +203,7 @@ func New(opts Options) (*Engine, error) {
 		maxRunning: orDefault(opts.MaxConcurrent, DefaultMaxConcurrent),
 		maxSubject: orDefault(opts.MaxPerSubject, DefaultMaxPerSubject),
 		usageSink:  opts.UsageSink,
+		contexts:   opts.Context,
 		hostID:     opts.HostID,
 		log:        opts.Logger,
 		approval:   opts.ApprovalHook,
@@ -392,7 +398,11 @@ var features = []string{
 
 // Features returns the implemented protocol features in spec order.
 func (e *Engine) Features() []string {
-	return append([]string(nil), features...)
+	f := append([]string(nil), features...)
+	if e.contexts != nil {
+		f = append(f, "context-inputs", "draft-artifacts")
+	}
+	return f
 }
 
 // Providers returns the configured instances in configuration order.

@@ -22,6 +22,22 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 		msgs = append(msgs, abi.Message{Role: h.Role, Content: h.Content})
 	}
 	msgs = append(msgs, abi.Message{Role: abi.RoleUser, Content: r.req.Input})
+	if rc := pl.context; rc != nil && rc.Items() > 0 {
+		// The selected context, after run.started and admission and
+		// before the first step (wire-context §4); the augmented user
+		// turn stays in msgs, so its files are re-sent on every step.
+		set, err := rc.Assemble(r.ctx, ContextExec{RunID: r.id, Subject: r.subject, Touch: r.touch})
+		if err != nil {
+			return nil, err
+		}
+		pl.contextSet = set
+		if set.Release != nil {
+			defer set.Release()
+		}
+		last := &msgs[len(msgs)-1]
+		last.Content += set.Block
+		last.Parts = set.Parts
+	}
 	// native is the adapter's private continuation state, handed from one
 	// turn to the next and never shown in an event or the result.
 	// A native session's turn starts from the state of its last turn.
@@ -126,9 +142,21 @@ func (r *Run) complete(step int, out *abi.CompleteOutput) (*protocol.RunResult, 
 		}
 		res.Output = v
 	}
+	if rc := r.plan.context; rc != nil {
+		// After output validation, immediately before run.completed
+		// (wire-context §9).
+		if set := r.plan.contextSet; set != nil {
+			res.Sources = set.Sources
+		}
+		art, err := rc.Artifact(res.Text, res.Output, r.plan.contextSet)
+		if err != nil {
+			return nil, err
+		}
+		res.Artifacts = art
+	}
 	// run.completed carries the text, and the parsed output beside it:
 	// keep the event (and the JSON body) within what clients accept.
-	if 256+len(res.RunID)+len(res.Provider)+len(res.Model)+jsonStringLen(res.Text)+len(res.Output) > maxEventBytes {
+	if 256+len(res.RunID)+len(res.Provider)+len(res.Model)+jsonStringLen(res.Text)+len(res.Output)+len(res.Sources)+len(res.Artifacts) > maxEventBytes {
 		return nil, protocol.New(protocol.CodeResponseTooLarge)
 	}
 	if r.onComplete != nil {

@@ -58,6 +58,10 @@ type ProviderInstance struct {
 	// Capabilities are the extension manifest's boolean capabilities
 	// (tools and textStreaming always present).
 	Capabilities map[string]bool
+	// InputMediaTypes are the non-text media types each model accepts
+	// (host.toml inputMediaTypes, wire-context §1.2); a model without an
+	// entry is text-only.
+	InputMediaTypes map[string][]string
 	// UsageSource is the manifest's usageSource.
 	UsageSource string
 	Provider    Provider

@@ -129,6 +129,55 @@ func ToolSubject(ctx context.Context) string {
 	return s
 }
 
+// ContextInputs is the selected-context seam (wire-context.md);
+// runtime/attachments implements it. Nil in Options: `attachments` and
+// `outputArtifact` are unknown fields (INVALID_REQUEST, wire-core §2.3).
+type ContextInputs interface {
+	// Parse checks the strict schema of the run's attachments and
+	// outputArtifact (INVALID_REQUEST); nil when it carries neither.
+	Parse(req *protocol.RunRequest) (RunContext, error)
+}
+
+// RunContext is one run's selected context, from validation to result.
+type RunContext interface {
+	// Items is the number of attachments items (0 for `[]`).
+	Items() int
+	// Directive is the context directive appended to the instructions
+	// ("" when there are no items).
+	Directive() string
+	// Check runs the inline preflight, the per-item resolver and modality
+	// checks against the model's enabled media types, and the artifact
+	// checks (wire-context §3.1 steps 4–6). Errors are *protocol.Error.
+	Check(mediaTypes []string) error
+	// Assemble resolves and budgets the context after run.started and
+	// before the first step (wire-context §4).
+	Assemble(ctx context.Context, exec ContextExec) (*ContextSet, error)
+	// Artifact builds result.artifacts from the final text and validated
+	// output (nil: no outputArtifact); ARTIFACT_TOO_LARGE over its bound.
+	Artifact(text string, output json.RawMessage, set *ContextSet) (json.RawMessage, error)
+}
+
+// ContextExec is what context assembly knows of its run.
+type ContextExec struct {
+	RunID, Subject string
+	// Touch is activity: it re-arms the run's idle timer.
+	Touch func()
+}
+
+// ContextSet is a run's assembled context.
+type ContextSet struct {
+	// Block is appended to the final user message (wire-context §6.2).
+	Block string
+	// Parts are the attached files with their labels (§6.3).
+	Parts []abi.Part
+	// Sources is result.sources, compact JSON; nil without context.
+	Sources json.RawMessage
+	// SourceIDs are the ids of Sources in order.
+	SourceIDs []string
+	// Release releases resolver leases, once; nil: none.
+	Release func()
+}
+
 // Capacity is implemented by a Provider or ToolSet whose calls draw on a
 // bounded resource: a wasm extension with an operator cap on its
 // instances. The engine reserves one unit per admitted run for the run's

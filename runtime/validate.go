@@ -21,6 +21,10 @@ type plan struct {
 	maxOutputTokens int
 	idle            time.Duration
 	instructions    string
+	// context is the run's selected context (nil: no attachments and no
+	// outputArtifact); contextSet what Assemble made of it for this run.
+	context    RunContext
+	contextSet *ContextSet
 	// approvals is the run's decoded `approvals` option; nil: none.
 	approvals *ApprovalPolicy
 }
@@ -48,6 +52,18 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		(req.IdleTimeoutMs != nil && (*req.IdleTimeoutMs < 0 || *req.IdleTimeoutMs > 2147483647)) {
 		return nil, protocol.New(protocol.CodeInvalidRequest)
 	}
+	// The context fields' schema: a schema failure precedes every
+	// semantic check.
+	var rc RunContext
+	if len(req.Attachments) > 0 || len(req.OutputArtifact) > 0 {
+		if e.contexts == nil {
+			return nil, protocol.New(protocol.CodeInvalidRequest)
+		}
+		var err error
+		if rc, err = e.contexts.Parse(req); err != nil {
+			return nil, protocol.AsPublic(err)
+		}
+	}
 	// 1. sessions
 	if len(req.Session) > 0 {
 		return nil, protocol.New(protocol.CodeSessionsUnavailable)
@@ -66,10 +82,12 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 	if inst == nil {
 		return nil, protocol.New(protocol.CodeUnknownProvider)
 	}
-	// 6–9. attachments and artifacts: not implemented, so not part of the
-	// schema (wire-core §2.3).
-	if len(req.Attachments) > 0 || len(req.OutputArtifact) > 0 {
-		return nil, protocol.New(protocol.CodeInvalidRequest)
+	// 6–9. inline preflight, references and modality per item, artifact
+	// (wire-context §3.1)
+	if rc != nil {
+		if err := rc.Check(inst.InputMediaTypes[req.Model]); err != nil {
+			return nil, protocol.AsPublic(err)
+		}
 	}
 	// 10. retries need safeRetries
 	if req.Retry != nil && req.Retry.MaxAttempts > 1 && !inst.Capabilities["safeRetries"] {
@@ -103,7 +121,7 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		return nil, err
 	}
 	// 20. every selected tool is registered
-	pl := &plan{inst: inst, cfg: cfg}
+	pl := &plan{inst: inst, cfg: cfg, context: rc}
 	if len(req.Tools) > 0 {
 		pl.toolByName = make(map[string]*hostTool, len(req.Tools))
 	}
@@ -158,6 +176,12 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 			pl.instructions += "\n\n"
 		}
 		pl.instructions += outputDirective + compactString(req.OutputSchema)
+	}
+	if rc != nil && rc.Items() > 0 {
+		if pl.instructions != "" {
+			pl.instructions += "\n\n"
+		}
+		pl.instructions += rc.Directive()
 	}
 	return pl, nil
 }

@@ -260,6 +260,8 @@ func decodeMessage(d *jsonscan.Decoder, m *abi.Message) error {
 			err = decodeString(d.Value(), &m.ToolCallID)
 		case "name":
 			err = decodeString(d.Value(), &m.Name)
+		case "parts":
+			err = decodeParts(d, &m.Parts)
 		default:
 			d.Skip()
 		}
@@ -267,6 +269,51 @@ func decodeMessage(d *jsonscan.Decoder, m *abi.Message) error {
 			return err
 		}
 	}
+	return d.Err()
+}
+
+// decodeParts decodes a user turn's attached parts (null: nil).
+func decodeParts(d *jsonscan.Decoder, dst *[]abi.Part) error {
+	ok, err := array(d)
+	if !ok {
+		*dst = nil
+		return err
+	}
+	var out []abi.Part
+	for d.More() {
+		out = append(out, abi.Part{})
+		p := &out[len(out)-1]
+		if ok, err := object(d); !ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		for d.More() {
+			var err error
+			switch string(d.Key()) {
+			case "type":
+				err = decodeString(d.Value(), &p.Type)
+			case "text":
+				err = decodeString(d.Value(), &p.Text)
+			case "mediaType":
+				err = decodeString(d.Value(), &p.MediaType)
+			case "data":
+				err = decodeString(d.Value(), &p.Data)
+			case "name":
+				err = decodeString(d.Value(), &p.Name)
+			default:
+				d.Skip()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := d.Err(); err != nil {
+			return err
+		}
+	}
+	*dst = out
 	return d.Err()
 }
 

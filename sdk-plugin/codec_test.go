@@ -64,6 +64,9 @@ func randCompleteInput(r *rand.Rand) *abi.CompleteInput {
 		for range r.IntN(3) {
 			m.ToolCalls = append(m.ToolCalls, abi.ToolCall{ID: randString(r), Name: randString(r), Arguments: randRaw(r)})
 		}
+		for range r.IntN(3) {
+			m.Parts = append(m.Parts, abi.Part{Type: randString(r), Text: randString(r), MediaType: randString(r), Data: randString(r), Name: randString(r)})
+		}
 		in.Messages = append(in.Messages, m)
 	}
 	for range r.IntN(3) {

@@ -14,6 +14,8 @@ type File struct {
 	Tokens     []Token     `toml:"tokens"`
 	// Binaries are the pinned local CLI binaries (binaries.go).
 	Binaries []Binary `toml:"binaries"`
+	// Context is [context] (context.go); nil when absent.
+	Context *Context `toml:"context"`
 	// Sessions is [sessions]; nil when the table is absent.
 	Sessions *Sessions `toml:"sessions"`
 	// Idempotency is [idempotency]; nil when the table is absent.

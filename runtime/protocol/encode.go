@@ -53,7 +53,36 @@ func AppendRunResult(b []byte, r *RunResult, escapeHTML bool) ([]byte, error) {
 		b = append(b, `,"session":`...)
 		b = append(b, r.Session...)
 	}
+	for _, f := range [...]struct {
+		name string
+		raw  json.RawMessage
+	}{{`,"sources":`, r.Sources}, {`,"artifacts":`, r.Artifacts}} {
+		if len(f.raw) > 0 {
+			b = append(b, f.name...)
+			var err error
+			if b, err = appendRaw(b, f.raw, escapeHTML); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return append(b, '}'), nil
+}
+
+// appendRaw appends raw as encoding/json marshals a json.RawMessage:
+// compacted, and HTML-escaped when escapeHTML is set.
+func appendRaw(b []byte, raw json.RawMessage, escapeHTML bool) ([]byte, error) {
+	var c bytes.Buffer
+	c.Grow(len(raw))
+	if err := json.Compact(&c, raw); err != nil {
+		return nil, err
+	}
+	if !escapeHTML {
+		return append(b, c.Bytes()...), nil
+	}
+	var e bytes.Buffer
+	e.Grow(c.Len())
+	json.HTMLEscape(&e, c.Bytes())
+	return append(b, e.Bytes()...), nil
 }
 
 // AppendUsage appends the JSON of u as encoding/json encodes it.

@@ -24,6 +24,9 @@ func runResults() []*RunResult {
 		{Usage: Usage{CostUSD: ptr(1.5e-7), APIEquivalentCostUSD: ptr(123456.789)}},
 		{Usage: Usage{CostUSD: ptr(0.0), APIEquivalentCostUSD: ptr(-2.5e-300)}},
 		{Usage: Usage{OutputTokens: ptr[int64](7)}},
+		{RunID: "s", Session: json.RawMessage(`{"id":"x","revision":1}`),
+			Sources:   json.RawMessage(`[{"id":"a<b>","revision":"r","mediaType":"text/plain","bytes":3,"sha256":"00","origin":"inline"}]`),
+			Artifacts: json.RawMessage(` [ {"name":"a & b","content":"<p>\u2028"} ] `)},
 	}
 }
 

@@ -58,6 +58,11 @@ type RunResult struct {
 	// Session is the SessionInfo of a session turn (conversation-sessions:
 	// the session's next revision), compact JSON; absent otherwise.
 	Session json.RawMessage `json:"session,omitempty"`
+	// Sources is the context manifest (context-inputs, wire-context §8)
+	// and Artifacts the draft artifact (draft-artifacts, §9), compact
+	// JSON arrays; absent without context or outputArtifact.
+	Sources   json.RawMessage `json:"sources,omitempty"`
+	Artifacts json.RawMessage `json:"artifacts,omitempty"`
 }
 
 // Usage is the wire Usage object (wire-core §14.1): absent = unknown.

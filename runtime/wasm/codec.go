@@ -128,6 +128,27 @@ func appendMessage(b []byte, m *abi.Message) ([]byte, error) {
 		b = append(b, `,"name":`...)
 		b = appendJSONString(b, m.Name)
 	}
+	if len(m.Parts) > 0 {
+		b = append(b, `,"parts":[`...)
+		for i := range m.Parts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			p := &m.Parts[i]
+			b = append(b, `{"type":`...)
+			b = appendJSONString(b, p.Type)
+			for _, f := range [...]struct{ name, v string }{
+				{`,"text":`, p.Text}, {`,"mediaType":`, p.MediaType}, {`,"data":`, p.Data}, {`,"name":`, p.Name},
+			} {
+				if f.v != "" {
+					b = append(b, f.name...)
+					b = appendJSONString(b, f.v)
+				}
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), nil
 }
 

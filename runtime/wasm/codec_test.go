@@ -25,6 +25,10 @@ func completeInputs() []*abi.CompleteInput {
 					{ID: "c2", Name: "t"},
 				}},
 				{Role: abi.RoleTool, Content: `{"receipt":7}`, ToolCallID: "c1", Name: "t"},
+				{Role: abi.RoleUser, Content: "look", Parts: []abi.Part{
+					{Type: abi.PartText, Text: "label <&>"}, {Type: abi.PartImage, MediaType: "image/png", Data: "iVBORw0KGgo="},
+					{Type: abi.PartPDF, MediaType: "application/pdf", Data: "JVBERi0=", Name: "a.pdf"},
+				}},
 			},
 			Tools: []abi.ToolDef{
 				{Name: "t", Description: "d <x>", InputSchema: json.RawMessage("{\n  \"type\": \"object\"\n}")},

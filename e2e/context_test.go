@@ -1,0 +1,218 @@
+package e2e_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// contextSite is a test host whose fixture model accepts PNG, JPEG and PDF
+// attachments (not WEBP).
+func contextSite(t *testing.T) (*site, *server) {
+	t.Helper()
+	s := newSite(t)
+	editSiteConfig(t, s, "models = [\"fixture-model\"]\n",
+		"models = [\"fixture-model\", \"other-model\"]\ninput_media_types = { \"fixture-model\" = [\"image/png\", \"image/jpeg\", \"application/pdf\"] }\n")
+	return s, startServer(t, s)
+}
+
+// postRun sends a JSON-mode run with the raw body and returns its status
+// and decoded answer.
+func postRun(t *testing.T, srv *server, token, body string) (int, map[string]any) {
+	t.Helper()
+	h := http.Header{"Authorization": {"Bearer " + token}, "Content-Type": {"application/json"}}
+	resp, b := callRaw(t, http.MethodPost, srv.URL+"/v1/runs", h, body)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("answer %d %.300s: %v", resp.StatusCode, b, err)
+	}
+	return resp.StatusCode, out
+}
+
+func errCode(ans map[string]any) string {
+	e, _ := ans["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func src(id string) string { return fmt.Sprintf(`{"id":%q,"revision":"r1"}`, id) }
+
+func textItem(id, text string) string {
+	b, _ := json.Marshal(text)
+	return fmt.Sprintf(`{"type":"text","source":%s,"mediaType":"text/plain","text":%s}`, src(id), b)
+}
+
+func binItem(typ, media, id, data string) string {
+	return fmt.Sprintf(`{"type":%q,"source":%s,"mediaType":%q,"data":%q}`, typ, src(id), media, data)
+}
+
+func runBody(input string, items []string, extra string) string {
+	b, _ := json.Marshal(input)
+	body := `{"provider":"fixture","model":"fixture-model","input":` + string(b)
+	if items != nil {
+		body += `,"attachments":[` + strings.Join(items, ",") + `]`
+	}
+	return body + extra + `}`
+}
+
+// file is n bytes starting with the signature sig.
+func file(sig string, n int) []byte {
+	b := bytes.Repeat([]byte{'x'}, n)
+	copy(b, sig)
+	return b
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+const (
+	pngSig  = "\x89PNG\r\n\x1a\n"
+	jpegSig = "\xff\xd8\xff"
+	pdfSig  = "%PDF-1.7\n"
+	webpSig = "RIFF\x00\x00\x00\x00WEBP"
+)
+
+func TestContextValidation(t *testing.T) {
+	s, srv := contextSite(t)
+	const L, total = 262_144, 524_288
+	atLimit := b64(file(pngSig, L))
+	overLimit := b64(file(pngSig, L+1)) // same base64 length bound, one decoded byte over
+	cases := []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"text at the item limit", runBody("hi", []string{textItem("a", strings.Repeat("é", L/2))}, ""), 200, ""},
+		{"text one byte over", runBody("hi", []string{textItem("a", strings.Repeat("é", L/2)+"x")}, ""), 502, "CONTEXT_TOO_LARGE"},
+		{"png at the item limit", runBody("hi", []string{binItem("image", "image/png", "p", atLimit)}, ""), 200, ""},
+		{"png one decoded byte over", runBody("hi", []string{binItem("image", "image/png", "p", overLimit)}, ""), 502, "CONTEXT_TOO_LARGE"},
+		{"base64 longer than the bound", runBody("hi", []string{binItem("image", "image/png", "p", atLimit+"AAAA")}, ""), 502, "CONTEXT_TOO_LARGE"},
+		{"inline total at its limit", runBody("hi", []string{textItem("a", strings.Repeat("y", L)), binItem("pdf", "application/pdf", "b", b64(file(pdfSig, total-L)))}, ""), 200, ""},
+		{"inline total one over", runBody("hi", []string{textItem("a", strings.Repeat("y", L)), binItem("pdf", "application/pdf", "b", b64(file(pdfSig, total-L))), textItem("c", "z")}, ""), 502, "CONTEXT_TOO_LARGE"},
+		{"a JPEG declared as PNG", runBody("hi", []string{binItem("image", "image/png", "p", b64(file(jpegSig, 64)))}, ""), 502, "INVALID_CONTEXT"},
+		{"a PNG declared as PDF", runBody("hi", []string{binItem("pdf", "application/pdf", "p", b64(file(pngSig, 64)))}, ""), 502, "INVALID_CONTEXT"},
+		{"base64 with a line break", runBody("hi", []string{binItem("image", "image/png", "p", b64(file(pngSig, 60))[:40]+"\n"+b64(file(pngSig, 60))[40:])}, ""), 502, "INVALID_CONTEXT"},
+		{"base64 with non-zero padding bits", runBody("hi", []string{binItem("image", "image/png", "p", strings.TrimSuffix(b64(file(pngSig, 10)), "A==")+"B==")}, ""), 502, "INVALID_CONTEXT"},
+		{"url-safe base64", runBody("hi", []string{binItem("image", "image/jpeg", "p", "_9j_4AAQ")}, ""), 502, "INVALID_CONTEXT"},
+		{"data URL", runBody("hi", []string{binItem("image", "image/png", "p", "data:image/png;base64,"+b64(file(pngSig, 12)))}, ""), 502, "INVALID_CONTEXT"},
+		{"duplicate source ids", runBody("hi", []string{textItem("a", "one"), binItem("image", "image/png", "a", b64(file(pngSig, 12)))}, ""), 502, "INVALID_CONTEXT"},
+		{"reversed location", runBody("hi", []string{`{"type":"text","source":{"id":"a","revision":"r","location":{"page":3,"pageEnd":2}},"mediaType":"text/plain","text":"x"}`}, ""), 502, "INVALID_CONTEXT"},
+		{"uri with credentials", runBody("hi", []string{`{"type":"text","source":{"id":"a","revision":"r","uri":"https://name:secret@host/x"},"mediaType":"text/plain","text":"x"}`}, ""), 502, "INVALID_CONTEXT"},
+		{"webp not enabled", runBody("hi", []string{binItem("image", "image/webp", "w", b64(file(webpSig, 16)))}, ""), 502, "UNSUPPORTED_MODALITY"},
+		{"modality before model", `{"provider":"fixture","model":"nope","input":"hi","attachments":[` + binItem("image", "image/png", "p", b64(file(pngSig, 12))) + `]}`, 502, "UNSUPPORTED_MODALITY"},
+		{"image on a text-only model", `{"provider":"fixture","model":"other-model","input":"hi","attachments":[` + binItem("image", "image/png", "p", b64(file(pngSig, 12))) + `]}`, 502, "UNSUPPORTED_MODALITY"},
+		{"text on a text-only model", `{"provider":"fixture","model":"other-model","input":"hi","attachments":[` + textItem("a", "x") + `]}`, 200, ""},
+		{"reference without a resolver", runBody("hi", []string{`{"type":"reference","id":"doc","revision":"r1","mediaType":"text/plain"}`}, ""), 502, "CONTEXT_UNAVAILABLE"},
+		{"type and media mismatch", runBody("hi", []string{binItem("image", "application/pdf", "p", b64(file(pdfSig, 12)))}, ""), 400, "INVALID_REQUEST"},
+		{"file uri", runBody("hi", []string{`{"type":"text","source":{"id":"a","revision":"r","uri":"file:///etc/passwd"},"mediaType":"text/plain","text":"x"}`}, ""), 400, "INVALID_REQUEST"},
+		{"extra property", runBody("hi", []string{`{"type":"text","source":{"id":"a","revision":"r"},"mediaType":"text/plain","text":"x","extra":1}`}, ""), 400, "INVALID_REQUEST"},
+		{"null title", runBody("hi", []string{`{"type":"text","source":{"id":"a","revision":"r","title":null},"mediaType":"text/plain","text":"x"}`}, ""), 400, "INVALID_REQUEST"},
+		{"17 items", runBody("hi", repeatItems(17), ""), 400, "INVALID_REQUEST"},
+		{"16 items", runBody("hi", repeatItems(16), ""), 200, ""},
+		{"artifact named ..", runBody("hi", nil, `,"outputArtifact":{"name":"..","mediaType":"text/plain"}`), 502, "INVALID_ARTIFACT"},
+		{"JSON artifact without outputSchema", runBody("hi", nil, `,"outputArtifact":{"name":"a.json","mediaType":"application/json"}`), 502, "INVALID_ARTIFACT"},
+		{"artifact name with a slash", runBody("hi", nil, `,"outputArtifact":{"name":"a/b","mediaType":"text/plain"}`), 400, "INVALID_REQUEST"},
+		{"artifact name of 128 characters", runBody("hi", nil, `,"outputArtifact":{"name":"`+strings.Repeat("n", 128)+`","mediaType":"text/plain"}`), 200, ""},
+		{"artifact name of 129 characters", runBody("hi", nil, `,"outputArtifact":{"name":"`+strings.Repeat("n", 129)+`","mediaType":"text/plain"}`), 400, "INVALID_REQUEST"},
+	}
+	for _, tc := range cases {
+		status, ans := postRun(t, srv, s.token, tc.body)
+		if status != tc.status || errCode(ans) != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, status, errCode(ans), tc.status, tc.code)
+		}
+	}
+}
+
+func repeatItems(n int) []string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = textItem(fmt.Sprintf("s%d", i), "x")
+	}
+	return items
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TestContextPresentation runs the fixture's echo:sources: the model sees
+// the sources in request order, the files as parts, and the result carries
+// the manifest and the artifact with digests computed here independently.
+func TestContextPresentation(t *testing.T) {
+	s, srv := contextSite(t)
+	png, pdf := file(pngSig, 100), file(pdfSig, 300)
+	md := "# Brief\nBattery lifetime fell 12% after 400 cycles."
+	items := []string{
+		`{"type":"text","source":{"id":"study-4-p7","revision":"r3","uri":"app://library/study-4","location":{"documentId":"study-4","page":7,"startLine":12,"endLine":14}},"mediaType":"text/markdown","text":` + mustJSON(t, md) + `}`,
+		binItem("image", "image/png", "shot", b64(png)),
+		textItem("note", "plain é"),
+		binItem("pdf", "application/pdf", "contract", b64(pdf)),
+	}
+	status, ans := postRun(t, srv, s.token, runBody("echo:sources", items, `,"outputArtifact":{"name":"review.md","mediaType":"text/markdown"}`))
+	if status != 200 {
+		t.Fatalf("status %d %v", status, ans)
+	}
+	const want = "sources: study-4-p7 shot note contract; files: image/png application/pdf"
+	if ans["text"] != want {
+		t.Errorf("text %q, want %q", ans["text"], want)
+	}
+	sources, _ := ans["sources"].([]any)
+	wantSrc := []struct {
+		id, media string
+		content   []byte
+	}{{"study-4-p7", "text/markdown", []byte(md)}, {"shot", "image/png", png}, {"note", "text/plain", []byte("plain é")}, {"contract", "application/pdf", pdf}}
+	if len(sources) != len(wantSrc) {
+		t.Fatalf("sources %v", ans["sources"])
+	}
+	for i, w := range wantSrc {
+		e := sources[i].(map[string]any)
+		if e["id"] != w.id || e["mediaType"] != w.media || e["sha256"] != sha(w.content) || e["bytes"] != float64(len(w.content)) || e["origin"] != "inline" {
+			t.Errorf("sources[%d] = %v, want %s %s %d bytes sha256 %s", i, e, w.id, w.media, len(w.content), sha(w.content))
+		}
+	}
+	if loc := sources[0].(map[string]any)["location"]; fmt.Sprint(loc) != "map[documentId:study-4 endLine:14 page:7 startLine:12]" {
+		t.Errorf("location %v", loc)
+	}
+	arts, _ := ans["artifacts"].([]any)
+	if len(arts) != 1 {
+		t.Fatalf("artifacts %v", ans["artifacts"])
+	}
+	a := arts[0].(map[string]any)
+	if a["name"] != "review.md" || a["mediaType"] != "text/markdown" || a["status"] != "draft" || a["content"] != want || a["sha256"] != sha([]byte(want)) {
+		t.Errorf("artifact %v", a)
+	}
+	if fmt.Sprint(a["sourceIds"]) != "[study-4-p7 shot note contract]" {
+		t.Errorf("sourceIds %v", a["sourceIds"])
+	}
+	if id, _ := a["id"].(string); len(id) != 36 || id[14] != '4' {
+		t.Errorf("artifact id %q is not a UUID v4", id)
+	}
+
+	// Without attachments: no sources, sourceIds [], and a JSON artifact is
+	// the compact validated output.
+	status, ans = postRun(t, srv, s.token, `{"provider":"fixture","model":"fixture-model","input":"conformance:structured","attachments":[],"outputSchema":{"type":"object"},"outputArtifact":{"name":"out.json","mediaType":"application/json"}}`)
+	if status != 200 {
+		t.Fatalf("status %d %v", status, ans)
+	}
+	if _, ok := ans["sources"]; ok {
+		t.Errorf("sources present without context: %v", ans["sources"])
+	}
+	a = ans["artifacts"].([]any)[0].(map[string]any)
+	if a["content"] != `{"ok":true}` || a["sha256"] != sha([]byte(`{"ok":true}`)) || fmt.Sprint(a["sourceIds"]) != "[]" {
+		t.Errorf("JSON artifact %v", a)
+	}
+
+	// Discovery and features.
+	h := http.Header{"Authorization": {"Bearer " + s.token}}
+	_, b := callRaw(t, http.MethodGet, srv.URL+"/v1/protocol", h, "")
+	if !bytes.Contains(b, []byte(`"context-inputs","draft-artifacts"`)) || bytes.Contains(b, []byte("context-references")) {
+		t.Errorf("/v1/protocol %s", b)
+	}
+}
