@@ -215,4 +215,37 @@ func TestContextPresentation(t *testing.T) {
 	if !bytes.Contains(b, []byte(`"context-inputs","draft-artifacts"`)) || bytes.Contains(b, []byte("context-references")) {
 		t.Errorf("/v1/protocol %s", b)
 	}
+	_, b = callRaw(t, http.MethodGet, srv.URL+"/v1/providers", h, "")
+	var provs struct {
+		Providers []struct {
+			ID              string              `json:"id"`
+			Capabilities    map[string]bool     `json:"capabilities"`
+			InputMediaTypes map[string][]string `json:"inputMediaTypes"`
+		} `json:"providers"`
+	}
+	if err := json.Unmarshal(b, &provs); err != nil || len(provs.Providers) != 1 {
+		t.Fatalf("/v1/providers %s: %v", b, err)
+	}
+	p := provs.Providers[0]
+	if !p.Capabilities["images"] || !p.Capabilities["documents"] ||
+		fmt.Sprint(p.InputMediaTypes) != "map[fixture-model:[image/png image/jpeg application/pdf]]" {
+		t.Errorf("fixture entry %s", b)
+	}
+	// The capability flags describe the instance: requiredCapabilities
+	// passes for the text-only model too.
+	if status, ans := postRun(t, srv, s.token, `{"provider":"fixture","model":"other-model","input":"hi","requiredCapabilities":["images","documents"]}`); status != 200 {
+		t.Errorf("requiredCapabilities images on other-model: %d %v", status, ans)
+	}
+}
+
+// TestContextMediaRefused: enabling PDF for an adapter that cannot carry
+// it is a start-up error naming the key and its line.
+func TestContextMediaRefused(t *testing.T) {
+	s := newSite(t)
+	editSiteConfig(t, s, "models = [\"fixture-model\"]\n",
+		"models = [\"fixture-model\"]\ninput_media_types = { \"fixture-model\" = [\"image/gif\"] }\n")
+	code, _, stderr := adhost(t, "serve", "--config", s.config, "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(stderr, "providers[0].input_media_types.fixture-model") || !strings.Contains(stderr, "host.toml:") {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
 }

@@ -136,6 +136,9 @@ type Provider struct {
 	Models       []string        `json:"models,omitzero"`
 	Health       Health          `json:"health"`
 	ModelCatalog Catalog         `json:"modelCatalog"`
+	// InputMediaTypes are the configured per-model media types
+	// (wire-context §1.2); omitted when the operator configured none.
+	InputMediaTypes map[string][]string `json:"inputMediaTypes,omitempty"`
 }
 
 // Options configures a Cache. Zero values take the defaults.
@@ -270,6 +273,7 @@ func NewProvider(inst *runtime.ProviderInstance, h Health, cat Catalog) Provider
 	return Provider{
 		ID: inst.ID, Name: inst.Name, Vendor: inst.Vendor, AuthMode: inst.AuthMode,
 		Capabilities: caps, Models: models, Health: h, ModelCatalog: cat,
+		InputMediaTypes: inst.InputMediaTypes,
 	}
 }
 
