@@ -146,6 +146,9 @@ type Provider struct {
 	AccountDirectory string `toml:"account_directory"`
 	// BinaryPin is the [[binaries]] entry Binary names, set by Validate.
 	BinaryPin *Binary `toml:"-"`
+	// InputMediaTypes are the non-text media types each model accepts
+	// (context.go); absent: every model is text-only.
+	InputMediaTypes map[string][]string `toml:"input_media_types"`
 }
 
 // Tools is one [[tools]] entry: host tools served by a tool extension.
