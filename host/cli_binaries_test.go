@@ -173,3 +173,81 @@ func TestBindCLIProvider(t *testing.T) {
 		t.Errorf("environment %q, want %q", env, want)
 	}
 }
+
+// TestVerifyAndDoctorCheckBinaries: plugins verify and doctor refuse a
+// replaced CLI binary and an open account directory, naming the key and
+// line, and accept the binding once both are fixed.
+func TestVerifyAndDoctorCheckBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the wasm module")
+	}
+	mod := testenv.BuildPlugin(t, "plugins/claude-code")
+	b, err := os.ReadFile(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "claude")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	binSum, _ := config.FileDigest(bin)
+	acct := filepath.Join(dir, "acct")
+	if err := os.Mkdir(acct, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "host.toml")
+	doc := `version = 1
+
+[server]
+listen = "127.0.0.1:0"
+
+[store]
+path = "data"
+
+[[extensions]]
+id = "claude-code"
+version = "1.0.0"
+module = "` + mod + `"
+sha256 = "` + hex.EncodeToString(sum[:]) + `"
+
+[[binaries]]
+id = "claude"
+path = "claude"
+sha256 = "` + binSum + `"
+
+[[providers]]
+id = "claude-local"
+extension = "claude-code@1.0.0"
+models = ["claude-sonnet-4-5"]
+binary = "claude"
+account_directory = "acct"
+`
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"plugins", "verify"}, {"doctor"}} {
+		code, out, errOut := cliTestRun(t, append(cmd, "--config", cfg)...)
+		if code == cliExitOK || !strings.Contains(out+errOut, "host.toml:25: providers[0].account_directory") {
+			t.Errorf("%v with an open account directory: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+	}
+	if err := os.Chmod(acct, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"plugins", "verify"}, {"doctor"}} {
+		if code, out, errOut := cliTestRun(t, append(cmd, "--config", cfg)...); code != cliExitOK {
+			t.Errorf("%v with a good binding: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"plugins", "verify"}, {"doctor"}} {
+		code, out, errOut := cliTestRun(t, append(cmd, "--config", cfg)...)
+		if code == cliExitOK || !strings.Contains(out+errOut, "host.toml:18: binaries[0].sha256: sha256 mismatch") {
+			t.Errorf("%v with a replaced binary: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+	}
+}
