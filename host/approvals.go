@@ -1,10 +1,16 @@
 package host
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
 
+	"adhost/client"
 	"adhost/host/config"
 	"adhost/runtime"
 	"adhost/runtime/approvals"
@@ -104,4 +110,49 @@ func (h *cliHost) executions() ExecutionResults {
 		return nil
 	}
 	return h.apps
+}
+
+// cliApprover answers the approval requests of `adhost run --approve` on
+// the terminal: the tool and its arguments (compact JSON, so a control
+// character in them cannot reach the terminal raw) on out, one y/n line
+// from stdin. Anything but y or yes — an empty line, end of input — is a
+// denial: the prompt fails closed like the rest of the feature.
+type cliApprover struct {
+	c     *client.Client
+	out   io.Writer
+	lines chan string // stdin, line by line; closed at its end
+}
+
+func newCLIApprover(c *client.Client, out io.Writer) *cliApprover {
+	a := &cliApprover{c: c, out: out, lines: make(chan string)}
+	go func() {
+		// Reads stay on one goroutine for the command's life, so a
+		// cancelled prompt never loses the next answer.
+		defer close(a.lines)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			a.lines <- sc.Text()
+		}
+	}()
+	return a
+}
+
+func (a *cliApprover) answer(ctx context.Context, req *client.ApprovalRequest) error {
+	fmt.Fprintf(a.out, "\nadhost run: the model calls %s with %s\nadhost run: approve? [y/N] ", req.Call.Name, req.Call.Arguments)
+	var line string
+	select {
+	case line = <-a.lines:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	decision := client.DecisionDeny
+	if v := strings.ToLower(strings.TrimSpace(line)); v == "y" || v == "yes" {
+		decision = client.DecisionApprove
+	}
+	res, err := a.c.DecideApproval(ctx, req, decision)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "adhost run: %s\n", res.Outcome)
+	return nil
 }

@@ -29,7 +29,7 @@ const (
 	cliExitTerminated  = 143 // SIGTERM
 )
 
-const cliRunUsage = `usage: adhost run --provider P --model M [--stream] [--json] [--schema FILE] [--tool NAME] "input" (or - for stdin)
+const cliRunUsage = `usage: adhost run --provider P --model M [--stream] [--json] [--schema FILE] [--tool NAME] [--approve] "input" (or - for stdin)
 
 Calls a running host (wire-core POST /v1/runs) and prints the run:
 
@@ -45,7 +45,12 @@ Ctrl-C ends the command at once.
 
 --session ID continues a conversation session (adhost sessions create): the
 turn goes to the session's current revision, with its provider and model
-unless given; each call is one turn.`
+unless given; each call is one turn.
+
+--approve streams the run with interactive approvals: each tool call that
+needs one shows the tool and its arguments on stderr and asks y/n on the
+terminal (anything but y or yes denies; the run's idle clock pauses while
+it asks).`
 
 func init() { cliHelp["run"] = cliRunUsage }
 
@@ -65,6 +70,7 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 	var tools cliStrings
 	fs.Var(&tools, "tool", "host tool to expose (repeatable)")
 	session := fs.String("session", "", "continue this conversation session (provider and model default to its own)")
+	approve := fs.Bool("approve", false, "answer approval requests on the terminal (y/n); implies --stream")
 	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
@@ -78,6 +84,9 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 		return cliUsageError(env, "run", "want exactly one input argument, got %d", len(pos))
 	}
 	input := pos[0]
+	if input == "-" && *approve {
+		return cliUsageError(env, "run", "--approve reads its answers from stdin: give the input as an argument")
+	}
 	if input == "-" {
 		b, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
 		if err != nil {
@@ -120,9 +129,16 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 		text = env.stderr
 	}
 	var res *protocol.RunResult
+	var approver *cliApprover
+	if *approve {
+		*stream, req.Approvals, approver = true, client.Approvals("pause", 0), newCLIApprover(c, env.stderr)
+	}
 	if *stream {
 		printed := false
 		res, err = c.Stream(ctx, req, func(ev client.Event) error {
+			if ev.Approval != nil && approver != nil {
+				return approver.answer(ctx, ev.Approval)
+			}
 			if ev.Type == "text.delta" {
 				io.WriteString(text, ev.Text)
 				printed = true
