@@ -211,6 +211,10 @@ func cliPerms(m *manifest.Manifest) string {
 	if m.KV {
 		p = append(p, "kv")
 	}
+	if m.Process != nil {
+		// A local CLI adapter: the binaries an instance may be bound to.
+		p = append(p, "process:"+strings.Join(m.Process.Binaries, ","))
+	}
 	for _, c := range m.Credentials {
 		p = append(p, "credential:"+c.Name)
 	}
