@@ -431,3 +431,37 @@ func TestApprovalValidation(t *testing.T) {
 		t.Errorf("tool runs %d", env.tools.runs.Load())
 	}
 }
+
+// TestApprovalIdlePolicy: under "pause" a decision may take longer than
+// the run's idle interval, and the interval restarts in full once it
+// settles; under "continue" the idle clock keeps running, the run ends
+// IDLE_TIMEOUT and its approval is gone.
+func TestApprovalIdlePolicy(t *testing.T) {
+	env := newReviewEnv(t, reviewOptions{})
+	alice := env.client(t, testToken)
+	idle := int64(300)
+	req := gatedRun(`{}`, client.Approvals("pause", 0))
+	req.IdleTimeoutMs = &idle
+	_, _, err := streamUntil(t, alice, req, func(ev client.Event) error {
+		time.Sleep(900 * time.Millisecond) // three idle intervals
+		_, err := alice.DecideApproval(t.Context(), ev.Approval, client.DecisionApprove)
+		return err
+	})
+	if err != nil || env.tools.runs.Load() != 1 {
+		t.Fatalf("pause: %v, tool runs %d", err, env.tools.runs.Load())
+	}
+	req = gatedRun(`{}`, client.Approvals("continue", 0))
+	req.IdleTimeoutMs = &idle
+	var pending *client.ApprovalRequest
+	_, types, err := streamUntil(t, alice, req, func(ev client.Event) error {
+		a := *ev.Approval
+		pending = &a
+		return nil
+	})
+	if codeOf(err) != protocol.CodeIdleTimeout || types[len(types)-1] != "run.cancelled" || env.tools.runs.Load() != 1 {
+		t.Fatalf("continue: %v, events %v", err, types)
+	}
+	if _, err := alice.DecideApproval(t.Context(), pending, client.DecisionApprove); codeOf(err) != protocol.CodeApprovalNotFound {
+		t.Errorf("decision after the idle timeout: %v", err)
+	}
+}
