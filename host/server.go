@@ -73,6 +73,9 @@ type ServerOptions struct {
 	// unknown. Shutdown stops it before the engine, so its running jobs
 	// end interrupted rather than cancelled (wire-extensions §2.3).
 	Jobs *jobs.Service
+	// Retrieval serves /v1/retrieval/* (retrieval.go); nil: those paths
+	// are unknown.
+	Retrieval RetrievalService
 	// Metrics serves GET /metrics ([metrics] enabled) and counts every
 	// request; nil: the path is unknown.
 	Metrics *Metrics
@@ -109,6 +112,7 @@ type Server struct {
 	idem          *idempotency.Keys
 	metrics       *Metrics
 	jobs          *jobs.Service
+	retrieval     RetrievalService
 	decider       Decider
 	executions    ExecutionResults
 	// runDecoding: the extension members of POST /v1/runs this server
@@ -138,6 +142,7 @@ func NewServer(opts ServerOptions) *Server {
 		sessions:      opts.Sessions,
 		idem:          opts.Idempotency,
 		jobs:          opts.Jobs,
+		retrieval:     opts.Retrieval,
 		metrics:       opts.Metrics,
 		decider:       opts.Approvals,
 		executions:    opts.Executions,

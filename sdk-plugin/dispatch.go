@@ -154,6 +154,27 @@ func dispatch(c *Call, op abi.Op, p *Plugin) abi.Status {
 			return fail(c, CodeToolFailed, "sdk: tool output is not JSON")
 		}
 		return output(c, func(b []byte) ([]byte, error) { return appendToolInvokeOutput(b, out) })
+
+	case abi.OpEmbed:
+		if p.Embedder == nil {
+			return fail(c, CodeInternalError, "sdk: op embed on a module without an embedder")
+		}
+		var in abi.EmbedInput
+		// Embedding inputs are plain strings: encoding/json is fine here.
+		if err := readInput(c, func(b []byte) error { return json.Unmarshal(b, &in) }); err != nil {
+			return fail(c, CodeInternalError, "sdk: decode embed input: "+err.Error())
+		}
+		out, err := p.Embedder.Embed(c, &in)
+		if err != nil {
+			return failErr(c, err, CodeProviderFailed)
+		}
+		if out == nil {
+			return fail(c, CodeInternalError, "sdk: Embed returned neither output nor error")
+		}
+		return output(c, func(b []byte) ([]byte, error) {
+			j, err := json.Marshal(out)
+			return append(b, j...), err
+		})
 	}
 	return fail(c, CodeInternalError, "sdk: unsupported op "+op.String())
 }

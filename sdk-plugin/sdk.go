@@ -34,6 +34,15 @@ type ToolSet interface {
 	Invoke(c *Call, in *abi.ToolInvokeInput) (json.RawMessage, error)
 }
 
+// Embedder is an embedding extension (abi.OpEmbed): Embed returns one
+// vector per input, in order, for the model the host names (the corpus's
+// model in host.toml). The host checks the count, the dimensions and that
+// every vector is finite and non-zero, and normalises them itself. A plain
+// error is reported as PROVIDER_FAILED.
+type Embedder interface {
+	Embed(c *Call, in *abi.EmbedInput) (*abi.EmbedOutput, error)
+}
+
 // Info names the plugin for abi.OpInfo. The host compares ID and Version with
 // the pin in host.toml and the embedded manifest, so they must equal the
 // manifest's id and version.
@@ -49,6 +58,7 @@ type Plugin struct {
 	Info     Info
 	Provider Provider
 	Tools    ToolSet
+	Embedder Embedder
 }
 
 // Kind returns the extension kind the plugin provides ("" when nothing is
@@ -59,6 +69,8 @@ func (p *Plugin) Kind() abi.Kind {
 		return abi.KindProvider
 	case p.Tools != nil:
 		return abi.KindTool
+	case p.Embedder != nil:
+		return abi.KindEmbedder
 	}
 	return ""
 }
@@ -90,6 +102,15 @@ func RegisterTools(t ToolSet) {
 		panic("sdk: RegisterTools: nil tool set or a second registration")
 	}
 	registered.Tools = t
+}
+
+// RegisterEmbedder makes e the module's embedder. Call it from init; the
+// same one-registration rule as RegisterProvider applies.
+func RegisterEmbedder(e Embedder) {
+	if e == nil || registered.Kind() != "" {
+		panic("sdk: RegisterEmbedder: nil embedder or a second registration")
+	}
+	registered.Embedder = e
 }
 
 // Registered returns the plugin registered by SetInfo, RegisterProvider and

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"os"
+	"testing"
+
+	"adhost/internal/plugintest"
+	"adhost/internal/testenv"
+	"adhost/runtime/protocol"
+	"adhost/runtime/wasm"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+func TestManifestMatches(t *testing.T) {
+	m := plugintest.Manifest(t, ID)
+	if m.ID != ID || m.Version != Version || m.Kind != "embedder" || m.HasNetwork() {
+		t.Fatalf("manifest %s@%s kind %s network %v", m.ID, m.Version, m.Kind, m.HasNetwork())
+	}
+}
+
+func TestDimensions(t *testing.T) {
+	for model, want := range map[string]int{
+		"hash-ngram-1": 1, "hash-ngram-256": 256, "hash-ngram-4096": 4096,
+		"hash-ngram-4097": 0, "hash-ngram-0": 0, "hash-ngram-0256": 0, "hash-ngram-": 0,
+		"hash-ngram--1": 0, "hash-ngram-+8": 0, "other-256": 0,
+	} {
+		if got, ok := Dimensions(model); got != want || ok != (want > 0) {
+			t.Errorf("Dimensions(%q) = %d %v, want %d", model, got, ok, want)
+		}
+	}
+}
+
+func cos(a, b []float32) float64 {
+	var d, na, nb float64
+	for i := range a {
+		d += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	return d / math.Sqrt(na*nb)
+}
+
+// TestVectorIsLexical: shared words make texts close, case and
+// punctuation do not matter, and no non-empty text is a zero vector.
+func TestVectorIsLexical(t *testing.T) {
+	a := Vector("The battery lifetime was measured in hours.", 256)
+	b := Vector("the BATTERY lifetime, measured in hours", 256)
+	c := Vector("Quarterly revenue grew in Europe", 256)
+	if cos(a, b) < 0.7 || cos(a, c) > 0.4 {
+		t.Errorf("cos(a,b) = %.3f, cos(a,c) = %.3f", cos(a, b), cos(a, c))
+	}
+	for _, s := range []string{"!!!", " ", "a"} {
+		var n float64
+		for _, x := range Vector(s, 8) {
+			n += float64(x * x)
+		}
+		if n == 0 {
+			t.Errorf("Vector(%q) is zero", s)
+		}
+	}
+	if x, y := Vector("same text", 64), Vector("same text", 64); cos(x, y) != 1 {
+		t.Error("not deterministic")
+	}
+}
+
+// TestWasm runs the built module through runtime/wasm as the retrieval
+// feature does: one vector per input, of the model's dimension, equal to
+// the in-process computation.
+func TestWasm(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("builds and loads a wasm module (not with -short or -race)")
+	}
+	path := testenv.BuildPlugin(t, "plugins/local-hashing")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close(context.Background()) })
+	e, err := x.Embedder(wasm.InstanceConfig{ID: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := []string{"first passage", "second passage about batteries", "!"}
+	vecs, _, err := e.Embed(t.Context(), "hash-ngram-128", inputs)
+	if err != nil || len(vecs) != len(inputs) {
+		t.Fatalf("embed: %d vectors, %v", len(vecs), err)
+	}
+	for i, v := range vecs {
+		want := Vector(inputs[i], 128)
+		if len(v) != 128 || cos(v, want) < 0.999999 {
+			t.Errorf("vector %d differs from the in-process one", i)
+		}
+	}
+	if _, _, err := e.Embed(t.Context(), "hash-ngram-9999", inputs); protocol.CodeOf(err) != protocol.CodeProviderFailed {
+		t.Errorf("unknown model: %v, want PROVIDER_FAILED", err)
+	}
+}
