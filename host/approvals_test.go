@@ -96,6 +96,7 @@ type reviewOptions struct {
 	failAuditAfter              int // appends before the audit log fails; 0: never fails
 	appReview                   bool
 	noIdlePause                 bool
+	hook                        runtime.ApprovalHook
 }
 
 func newReviewEnv(t *testing.T, o reviewOptions) *reviewEnv {
@@ -122,6 +123,7 @@ func newReviewEnv(t *testing.T, o reviewOptions) *reviewEnv {
 		}},
 		Reviewer:         env.review,
 		ApplicationTools: env.apps,
+		ApprovalHook:     o.hook,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -463,5 +465,36 @@ func TestApprovalIdlePolicy(t *testing.T) {
 	}
 	if _, err := alice.DecideApproval(t.Context(), pending, client.DecisionApprove); codeOf(err) != protocol.CodeApprovalNotFound {
 		t.Errorf("decision after the idle timeout: %v", err)
+	}
+}
+
+// TestApprovalHostHook: the host's own approval callback is asked first;
+// its denial is APPROVAL_REQUIRED before any approval is requested, and a
+// decision cannot override it; its consent still leaves the interactive
+// decision to the reviewer.
+func TestApprovalHostHook(t *testing.T) {
+	var allow atomic.Bool
+	env := newReviewEnv(t, reviewOptions{hook: runtime.ApprovalFunc(func(context.Context, *runtime.ApprovalRequest) (bool, error) {
+		return allow.Load(), nil
+	})})
+	alice := env.client(t, testToken)
+	_, types, err := streamUntil(t, alice, gatedRun(`{}`, client.Approvals("pause", 0)), func(client.Event) error {
+		t.Error("an approval was requested after the host denied the call")
+		return nil
+	})
+	if codeOf(err) != protocol.CodeApprovalRequired || env.tools.runs.Load() != 0 {
+		t.Fatalf("host denies: %v, events %v", err, types)
+	}
+	allow.Store(true)
+	_, _, err = streamUntil(t, alice, gatedRun(`{}`, client.Approvals("pause", 0)), func(ev client.Event) error {
+		_, err := alice.DecideApproval(t.Context(), ev.Approval, client.DecisionDeny)
+		return err
+	})
+	if codeOf(err) != protocol.CodeApprovalDenied || env.tools.runs.Load() != 0 {
+		t.Fatalf("host allows, reviewer denies: %v", err)
+	}
+	// With the host's consent and no interactive policy the hook decides.
+	if _, _, err := streamUntil(t, alice, gatedRun(`{}`, nil), nil); err != nil || env.tools.runs.Load() != 1 {
+		t.Errorf("host allows, no approvals option: %v, tool runs %d", err, env.tools.runs.Load())
 	}
 }
