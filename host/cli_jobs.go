@@ -43,10 +43,11 @@ func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger
 		return ""
 	}
 	svc, err := jobs.Open(ctx, jobs.Options{
-		Store:             h.store,
+		Store:             h.durable,
 		Engine:            h.engine,
 		Resolve:           resolve,
 		HostID:            cfg.Usage.HostID,
+		LeaseOwner:        h.leaseOwner(),
 		Account:           account,
 		Retention:         time.Duration(j.RetentionMs) * time.Millisecond,
 		MaxJobs:           j.MaxJobs,
@@ -60,6 +61,9 @@ func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger
 	})
 	if err != nil {
 		if protocol.CodeOf(err) == protocol.CodeJobWorkerBusy {
+			if h.shared != nil {
+				return nil, nil, fmt.Errorf("jobs.enabled: another host holds the job worker of the shared store (store.jetstream.bucket_prefix %q): durable jobs run on one host of a JetStream store at a time; set [jobs] enabled = false on the others", cfg.Store.JetStream.BucketPrefix)
+			}
 			return nil, nil, fmt.Errorf("jobs: another host owns the job store in %s (is another adhost running?)", cfg.Store.Path)
 		}
 		return nil, nil, fmt.Errorf("jobs: %w", err)

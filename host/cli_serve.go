@@ -24,9 +24,11 @@ import (
 	"adhost/runtime/approvals"
 	"adhost/runtime/apptools"
 	"adhost/runtime/discovery"
+	"adhost/runtime/durable"
 	"adhost/runtime/scheduling"
 	"adhost/runtime/wasm"
 	"adhost/store"
+	"adhost/store/jetstream"
 )
 
 // cliServe is `adhost serve [--config host.toml] [--listen ADDR] [--data DIR]`.
@@ -114,11 +116,6 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		// engine); this covers the early returns.
 		defer jobSvc.Stop(context.Background())
 	}
-	retr, retrFeatures, err := cliRetrieval(ctx, cfg, h, log)
-	if err != nil {
-		return env.fail("serve", err)
-	}
-	jobFeatures = append(jobFeatures, retrFeatures...) // the server orders features itself
 	srv = NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
@@ -131,7 +128,6 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Features:       append(append(append(sessFeatures, idemFeatures...), jobFeatures...), h.reviewFeatures...),
 		Idempotency:    idemKeys,
 		Jobs:           jobSvc,
-		Retrieval:      retrievalOption(retr),
 		Metrics:        metrics,
 		Approvals:      h.decider(),
 		Executions:     h.executions(),
@@ -216,6 +212,11 @@ type cliHost struct {
 	disc      *discovery.Cache
 	tokens    []Token
 	toolNames []string
+	// durable is the durable features' backend: store, or shared when
+	// [store] backend = "jetstream" (cli_store.go).
+	durable  durable.Store
+	shared   *jetstream.Store
+	presence *durable.Presence
 	// reviews and apps are [approvals] and [application_tools] (nil:
 	// off); reviewFeatures their /v1/protocol features.
 	reviews        *approvals.Service
@@ -241,6 +242,7 @@ func (h *cliHost) close() error {
 	if h.jsonl != nil {
 		errs = append(errs, h.jsonl.Close())
 	}
+	errs = append(errs, h.closeShared(ctx))
 	if h.store != nil {
 		errs = append(errs, h.store.Close())
 	}
@@ -276,6 +278,9 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 	}
 
 	if h.store, err = store.Open(cfg.Store.Path, store.Options{Logger: log}); err != nil {
+		return nil, err
+	}
+	if err := h.openDurable(ctx, cfg, log); err != nil {
 		return nil, err
 	}
 	sinks := cliUsageTee{h.store}

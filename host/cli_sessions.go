@@ -26,7 +26,7 @@ func cliSessions(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Lo
 	if cfg.Usage.HostID == "" {
 		log.Warn("sessions are enabled but usage.host_id is not set: no provider has an explicit account, so every create is SESSION_ACCOUNT_REQUIRED")
 	}
-	m, err := sessions.New(ctx, h.store, sessions.Config{
+	m, err := sessions.New(ctx, h.durable, sessions.Config{
 		Retention:      time.Duration(s.RetentionMs) * time.Millisecond,
 		MaxEntries:     s.MaxEntries,
 		MaxMessages:    s.MaxMessages,
@@ -34,6 +34,7 @@ func cliSessions(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Lo
 		HostID:         cfg.Usage.HostID,
 		Source:         h.engine, // a reload changes the instances in place
 		Logger:         log,
+		Presence:       h.presence,
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -125,7 +125,7 @@ func cliIdempotency(cfg *config.File, h *cliHost, log *slog.Logger) (*idempotenc
 	if !cfg.IdempotencyOn() {
 		return nil, nil, nil
 	}
-	k, err := idempotency.New(h.store, idempotency.Options{MaxRecordBytes: cfg.Idempotency.MaxRecordBytes, Logger: log})
+	k, err := idempotency.New(h.durable, idempotency.Options{MaxRecordBytes: cfg.Idempotency.MaxRecordBytes, Logger: log, Presence: h.presence})
 	if err != nil {
 		return nil, nil, err
 	}

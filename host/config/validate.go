@@ -49,6 +49,7 @@ func (f *File) Validate() error {
 	if f.Store.Path == "" {
 		p.add("store.path", "must not be empty")
 	}
+	f.validateStore(p)
 	f.validateLimits(p)
 	f.validateScheduling(p)
 	f.validateResources(p)
@@ -59,7 +60,6 @@ func (f *File) Validate() error {
 	f.validateExtensions(p)
 	f.validateProviders(p)
 	f.validateBinaries(p)
-	f.validateRetrieval(p)
 	toolNames := f.validateTools(p)
 	f.validateToolSettings(p)
 	f.validateTokens(p, toolNames)

@@ -33,7 +33,11 @@
 //     gives its key back.
 //   - Same key, different fingerprint: IDEMPOTENCY_CONFLICT.
 //   - Same key, run still going in this process: OPERATION_IN_PROGRESS.
-//     Only this process's own table of running claims answers this.
+//     This process's own table of running claims answers this; with
+//     several hosts on one store (Options.Presence), so does an unfinished
+//     claim whose owner is another host that is alive (its presence lease
+//     is held): the run is going on there. Once that host is gone, the
+//     claim answers as below.
 //   - Same key, finished: the replay of the record.
 //   - Same key, claimed but never finished (this process's run lost its
 //     store, an earlier process crashed, or another process holds it): the

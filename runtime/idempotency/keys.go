@@ -59,15 +59,22 @@ type Options struct {
 	MaxRecordBytes int
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Presence, when several hosts share the store, is this process's
+	// liveness there: its id is the owner of the claims it makes, and a
+	// claim of another process that is alive answers
+	// OPERATION_IN_PROGRESS, like one of this process, instead of the
+	// uncertain replay of a dead one. Nil: one host, a fresh random id.
+	Presence *durable.Presence
 }
 
 // Keys claims and replays the idempotency keys of one host process on a
 // durable store. It is safe for concurrent use.
 type Keys struct {
-	store durable.Store
-	max   int
-	owner string
-	log   *slog.Logger
+	store    durable.Store
+	max      int
+	owner    string
+	presence *durable.Presence
+	log      *slog.Logger
 
 	mu sync.Mutex
 	// running are this process's claims whose run has not ended, by
@@ -91,7 +98,10 @@ func New(store durable.Store, opts Options) (*Keys, error) {
 	}
 	var b [16]byte
 	rand.Read(b[:])
-	k := &Keys{store: store, max: max, owner: hex.EncodeToString(b[:]), log: opts.Logger, running: map[string]*Claim{}}
+	k := &Keys{store: store, max: max, owner: hex.EncodeToString(b[:]), presence: opts.Presence, log: opts.Logger, running: map[string]*Claim{}}
+	if opts.Presence != nil {
+		k.owner = opts.Presence.ID()
+	}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
@@ -198,6 +208,18 @@ func (k *Keys) lookup(ctx context.Context, name, fp string, req *protocol.RunReq
 	rp, err := buildReplay(recs, req)
 	if err != nil {
 		return nil, nil, protocol.Wrap(protocol.CodeOperationStoreError, fmt.Errorf("idempotency: record %s: %w", name, err))
+	}
+	if rp.Err != nil && rp.Err.Code == protocol.CodeOperationUncertain && rec.State == stateRunning &&
+		rec.Owner != k.owner && k.presence != nil {
+		// Unfinished and another host's: still running there, or that
+		// host died and the replay's uncertainty is the answer.
+		alive, err := k.presence.Alive(ctx, rec.Owner)
+		if err != nil {
+			return nil, nil, protocol.Wrap(protocol.CodeOperationStoreError, err)
+		}
+		if alive {
+			return nil, nil, protocol.New(protocol.CodeOperationInProgress)
+		}
 	}
 	return nil, rp, nil
 }

@@ -44,6 +44,11 @@ type Options struct {
 	// explicit binding, every submission is JOB_ACCOUNT_REQUIRED. It is
 	// also the lease owner, so a restarted host takes over at once.
 	HostID string
+	// LeaseOwner names the worker lease's holder; empty: HostID. Hosts
+	// sharing one store (and so, for their bindings, one HostID) give
+	// each process its own, so that one host starting cannot take the
+	// lease from another that is alive.
+	LeaseOwner string
 	// Account returns the account id bound to a provider instance ("":
 	// none, JOB_ACCOUNT_REQUIRED).
 	Account func(provider string) string
@@ -153,6 +158,9 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	owner := o.HostID
+	if o.LeaseOwner != "" {
+		owner = o.LeaseOwner
+	}
 	if owner == "" {
 		owner = "host-" + newUUID()
 	}

@@ -61,6 +61,12 @@ type Config struct {
 	// Logger; nil discards. Now is the clock; nil is time.Now.
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Presence, when several hosts share the store, is this process's
+	// liveness there: a running turn records its owner, and only a turn
+	// whose owner is gone is interrupted (at New, or when a request finds
+	// it); another live host's turn stays SESSION_BUSY. Nil: one host
+	// owns the store, and every turn found running at New is interrupted.
+	Presence *durable.Presence
 }
 
 // Manager serves sessions. Create it with New; Close stops its timer.
@@ -84,6 +90,25 @@ type Manager struct {
 
 const keyPrefix = "sessions/v1/"
 
+// ownerAlive reports whether a running record's turn is another live
+// process's (Config.Presence); without presence no other process shares
+// the store.
+func (m *Manager) ownerAlive(ctx context.Context, rec *record) (bool, error) {
+	p := m.cfg.Presence
+	if p == nil || rec.Owner == "" || rec.Owner == p.ID() {
+		return false, nil
+	}
+	return p.Alive(ctx, rec.Owner)
+}
+
+// owner is the id a turn of this process records.
+func (m *Manager) owner() string {
+	if m.cfg.Presence == nil {
+		return ""
+	}
+	return m.cfg.Presence.ID()
+}
+
 func key(id string) string { return keyPrefix + id }
 
 // record is the stored session (layout v1).
@@ -104,6 +129,9 @@ type record struct {
 	History      []protocol.HistoryItem `json:"history"`
 	Instructions *string                `json:"instructions,omitempty"`
 	Native       json.RawMessage        `json:"native,omitempty"`
+	// Owner is the presence id of the process running a turn (several
+	// hosts on one store); meaningful only while running.
+	Owner string `json:"owner,omitempty"`
 }
 
 // New opens the feature on kv: it counts the stored sessions, removes the
@@ -167,6 +195,11 @@ func (m *Manager) recover(ctx context.Context) error {
 			}
 			switch {
 			case rec.State == StateRunning:
+				if live, err := m.ownerAlive(ctx, &rec); err != nil {
+					return fmt.Errorf("sessions: owner of %s: %w", e.Key, err)
+				} else if live {
+					break // another host's turn, going on there
+				}
 				rec.State, rec.UpdatedMs, rec.ExpiresMs = StateInterrupted, now, now+m.retentionMs()
 				if _, err := m.kv.Update(ctx, e.Key, mustJSON(&rec), e.Revision); err != nil {
 					return fmt.Errorf("sessions: interrupt %s: %w", e.Key, err)
@@ -179,7 +212,9 @@ func (m *Manager) recover(ctx context.Context) error {
 				continue
 			}
 			m.count++
-			m.expiry[rec.ID] = rec.ExpiresMs
+			if rec.ExpiresMs > 0 { // not another host's running turn
+				m.expiry[rec.ID] = rec.ExpiresMs
+			}
 		}
 		if len(page) < 100 {
 			return nil

@@ -68,7 +68,7 @@ func (m *Manager) Begin(ctx context.Context, p *runtime.Principal, req *protocol
 		m.turns[rec.ID] = t
 		m.mu.Unlock()
 		running := *rec
-		running.State, running.UpdatedMs, running.ExpiresMs = StateRunning, m.nowMs(), 0
+		running.State, running.UpdatedMs, running.ExpiresMs, running.Owner = StateRunning, m.nowMs(), 0, m.owner()
 		rev, err := m.kv.Update(ctx, key(rec.ID), mustJSON(&running), e.Revision)
 		if err != nil {
 			m.forget(t)
@@ -118,6 +118,9 @@ func (m *Manager) check(ctx context.Context, p *runtime.Principal, req *protocol
 	}
 	switch rec.State {
 	case StateRunning:
+		if m.staleTurn(ctx, e, rec) {
+			return e, nil, protocol.New(protocol.CodeSessionInterrupted)
+		}
 		return e, nil, protocol.New(protocol.CodeSessionBusy)
 	case StateInterrupted:
 		return e, nil, protocol.New(protocol.CodeSessionInterrupted)
@@ -288,4 +291,26 @@ func (t *turn) complete(res *protocol.RunResult, native json.RawMessage) error {
 	m.idle(t.id, next.ExpiresMs)
 	res.Session = mustJSON(next.info())
 	return nil
+}
+
+// staleTurn interrupts a running record whose owner is another process
+// that is gone (several hosts on one store: it died mid-turn), and
+// reports whether it did. This process's own turns, and every turn
+// without presence, are settled by the turn itself or by New.
+func (m *Manager) staleTurn(ctx context.Context, e durable.Entry, rec *record) bool {
+	if m.cfg.Presence == nil || rec.Owner == "" || rec.Owner == m.cfg.Presence.ID() {
+		return false
+	}
+	if live, err := m.ownerAlive(ctx, rec); err != nil || live {
+		return false
+	}
+	now := m.nowMs()
+	gone := *rec
+	gone.State, gone.UpdatedMs, gone.ExpiresMs = StateInterrupted, now, now+m.retentionMs()
+	if _, err := m.kv.Update(ctx, e.Key, mustJSON(&gone), e.Revision); err != nil {
+		return false // someone else settled it: the next check sees how
+	}
+	m.log.Info("session turn interrupted: its host is gone", "session", rec.ID)
+	m.idle(rec.ID, gone.ExpiresMs)
+	return true
 }
