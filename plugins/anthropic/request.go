@@ -38,6 +38,17 @@ type apiBlock struct {
 	// Content of a tool_result: the JSON text of the tool output as a string
 	// block (Anthropic accepts a string or content blocks).
 	Content *string `json:"content,omitempty"`
+	// Source of an image or document block: the attached file inline.
+	Source *apiSource `json:"source,omitempty"`
+}
+
+// apiSource is a base64 image or document source
+// (https://docs.anthropic.com/en/docs/build-with-claude/vision,
+// .../pdf-support).
+type apiSource struct {
+	Type      string `json:"type"` // "base64"
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
 }
 
 type apiTool struct {
@@ -86,6 +97,22 @@ func buildRequest(in *abi.CompleteInput) ([]byte, error) {
 			role = "user"
 			if m.Content != "" {
 				blocks = append(blocks, apiBlock{Type: "text", Text: m.Content})
+			}
+			// Attached files (wire-context §7): each label as a text block,
+			// then the file as an image or document block.
+			for _, p := range m.Parts {
+				switch p.Type {
+				case abi.PartText:
+					blocks = append(blocks, apiBlock{Type: "text", Text: p.Text})
+				case abi.PartImage, abi.PartPDF:
+					typ := "image"
+					if p.Type == abi.PartPDF {
+						typ = "document"
+					}
+					blocks = append(blocks, apiBlock{Type: typ, Source: &apiSource{Type: "base64", MediaType: p.MediaType, Data: p.Data}})
+				default:
+					return nil, fmt.Errorf("%w: part type %q", errBadInput, p.Type)
+				}
 			}
 		case abi.RoleAssistant:
 			role = "assistant"

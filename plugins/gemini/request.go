@@ -32,6 +32,14 @@ type part struct {
 	// ThoughtSignature is the opaque signature Gemini attached to a
 	// functionCall part; thinking models require it back verbatim.
 	ThoughtSignature string `json:"thoughtSignature,omitempty"`
+	// InlineData is an attached image or PDF
+	// (https://ai.google.dev/gemini-api/docs/image-understanding).
+	InlineData *inlineData `json:"inlineData,omitempty"`
+}
+
+type inlineData struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"` // standard base64
 }
 
 type functionCall struct {
@@ -108,6 +116,18 @@ func buildRequest(in *abi.CompleteInput, mode string, sigs map[string]string) ([
 			role = "user"
 			if m.Content != "" {
 				parts = append(parts, part{Text: m.Content})
+			}
+			// Attached files (wire-context §7): each label as a text part,
+			// then the file as inlineData.
+			for _, p := range m.Parts {
+				switch p.Type {
+				case abi.PartText:
+					parts = append(parts, part{Text: p.Text})
+				case abi.PartImage, abi.PartPDF:
+					parts = append(parts, part{InlineData: &inlineData{MimeType: p.MediaType, Data: p.Data}})
+				default:
+					return nil, fmt.Errorf("%w: part type %q", errBadInput, p.Type)
+				}
 			}
 		case abi.RoleAssistant:
 			role = "model"

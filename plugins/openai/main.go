@@ -56,6 +56,9 @@ func (provider) Complete(c *sdk.Call, in *abi.CompleteInput) (*abi.CompleteOutpu
 	body, err := appendRequest(*bp, cfg, in)
 	if err != nil {
 		reqBuf.Store(bp)
+		if se, ok := err.(*sdk.Error); ok {
+			return nil, se // a coded refusal (UNSUPPORTED_MODALITY)
+		}
 		return nil, &sdk.Error{Code: sdk.CodeInternalError, Message: "build request: " + err.Error()}
 	}
 	req := cfg.streamReq

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"adhost/abi"
+	sdk "adhost/sdk-plugin"
 	"adhost/sdk-plugin/jsonscan"
 )
 
@@ -55,7 +56,14 @@ func appendRequest(dst []byte, cfg *config, in *abi.CompleteInput) ([]byte, erro
 		switch m.Role {
 		case abi.RoleUser:
 			b = append(b, `{"role":"user","content":`...)
-			b = jsonscan.AppendQuote(b, m.Content)
+			if len(m.Parts) == 0 {
+				b = jsonscan.AppendQuote(b, m.Content)
+				break
+			}
+			var err error
+			if b, err = appendUserParts(b, m); err != nil {
+				return nil, err
+			}
 		case abi.RoleAssistant:
 			// An assistant turn that only called tools sends content null,
 			// as OpenAI's own clients do.
@@ -150,11 +158,44 @@ func appendRequest(dst []byte, cfg *config, in *abi.CompleteInput) ([]byte, erro
 	return append(b, '}'), nil
 }
 
+// appendUserParts writes a user turn with attached files as a Chat
+// Completions content array (wire-context §7): the text, then each part —
+// labels as text parts, images as data-URL image_url parts. Chat
+// Completions has no inline PDF part: a PDF that reaches the adapter
+// (configuration refuses it) fails the run with UNSUPPORTED_MODALITY.
+func appendUserParts(b []byte, m *abi.Message) ([]byte, error) {
+	b = append(b, `[{"type":"text","text":`...)
+	b = jsonscan.AppendQuote(b, m.Content)
+	b = append(b, '}')
+	for _, p := range m.Parts {
+		switch p.Type {
+		case abi.PartText:
+			b = append(b, `,{"type":"text","text":`...)
+			b = jsonscan.AppendQuote(b, p.Text)
+			b = append(b, '}')
+		case abi.PartImage:
+			b = append(b, `,{"type":"image_url","image_url":{"url":`...)
+			b = jsonscan.AppendQuote(b, "data:"+p.MediaType+";base64,"+p.Data)
+			b = append(b, "}}"...)
+		default:
+			return nil, &sdk.Error{Code: codeUnsupportedModality, Message: "chat completions cannot carry " + p.MediaType}
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// codeUnsupportedModality is wire-context's code for a file type the
+// vendor API cannot take.
+const codeUnsupportedModality = "UNSUPPORTED_MODALITY"
+
 // estimate sizes the request buffer from the input's text.
 func estimate(in *abi.CompleteInput) int {
 	n := len(in.Instructions) + len(in.OutputSchema)
 	for i := range in.Messages {
 		n += len(in.Messages[i].Content) + 64
+		for _, p := range in.Messages[i].Parts {
+			n += len(p.Text) + len(p.Data) + len(p.MediaType) + 64
+		}
 		for _, tc := range in.Messages[i].ToolCalls {
 			n += len(tc.Arguments) + 96
 		}

@@ -243,6 +243,8 @@ var passCodes = map[protocol.Code]bool{
 	protocol.CodeAuthRequired:            true,
 	protocol.CodeToolFailed:              true,
 	protocol.CodeTimeout:                 true,
+	// A file type the vendor API cannot take (wire-context §7).
+	"UNSUPPORTED_MODALITY": true,
 }
 
 // guestError maps an ErrorOutput to a public error. The guest's message is
