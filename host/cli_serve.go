@@ -116,6 +116,11 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		// engine); this covers the early returns.
 		defer jobSvc.Stop(context.Background())
 	}
+	retr, retrFeatures, err := cliRetrieval(ctx, cfg, h, log)
+	if err != nil {
+		return env.fail("serve", err)
+	}
+	jobFeatures = append(jobFeatures, retrFeatures...) // the server orders features itself
 	srv = NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
@@ -128,6 +133,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Features:       append(append(append(sessFeatures, idemFeatures...), jobFeatures...), h.reviewFeatures...),
 		Idempotency:    idemKeys,
 		Jobs:           jobSvc,
+		Retrieval:      retrievalOption(retr),
 		Metrics:        metrics,
 		Approvals:      h.decider(),
 		Executions:     h.executions(),

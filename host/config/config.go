@@ -14,6 +14,8 @@ type File struct {
 	Tokens     []Token     `toml:"tokens"`
 	// Binaries are the pinned local CLI binaries (binaries.go).
 	Binaries []Binary `toml:"binaries"`
+	// Retrieval is [retrieval] (retrieval.go); nil when absent.
+	Retrieval *Retrieval `toml:"retrieval"`
 	// Context is [context] (context.go); nil when absent.
 	Context *Context `toml:"context"`
 	// Sessions is [sessions]; nil when the table is absent.
@@ -209,6 +211,19 @@ func (g Grants) Ops() []string {
 	}
 	if g.Metrics {
 		ops = append(ops, "metrics.read")
+	}
+	if r := g.Retrieval; r != nil {
+		// One op per corpus: "retrieval.search:docs" (a corpus id may
+		// hold ':' but the prefix is fixed, so the name is unambiguous).
+		for _, id := range r.Search {
+			ops = append(ops, "retrieval.search:"+id)
+		}
+		for _, id := range r.Index {
+			ops = append(ops, "retrieval.index:"+id)
+		}
+		for _, id := range r.Delete {
+			ops = append(ops, "retrieval.delete:"+id)
+		}
 	}
 	return ops
 }

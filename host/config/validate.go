@@ -60,6 +60,7 @@ func (f *File) Validate() error {
 	f.validateExtensions(p)
 	f.validateProviders(p)
 	f.validateBinaries(p)
+	f.validateRetrieval(p)
 	toolNames := f.validateTools(p)
 	f.validateToolSettings(p)
 	f.validateTokens(p, toolNames)
