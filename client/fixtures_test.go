@@ -113,15 +113,12 @@ func loadFixtures(t *testing.T, name string) fixtureFile {
 // correctly by itself (unnegotiated extension events, extension members of
 // a result that was not asked for, the context progress phase, cased
 // extra fields).
-var extensionPrefixes = []string{"context-", "retrieval-", "ingestion-"}
+var extensionPrefixes = []string{"retrieval-", "ingestion-"}
 
 var handledExtensionCases = map[string]bool{
 	"retrieval-context-progress":           true,
 	"session-stream-unrequested":           true,
 	"session-stream-ignore-cased-addition": true,
-	"context-valid":                        true,
-	"context-null-sources":                 true,
-	"context-null-artifacts":               true,
 }
 
 func isExtensionCase(c *fixtureCase) bool {

@@ -329,12 +329,8 @@ func validateResult(raw json.RawMessage, req *protocol.RunRequest, runID string)
 		return nil, err
 	}
 	r.Session = m["session"]
-	for _, name := range []string{"sources", "artifacts"} {
-		if raw, present := m[name]; present {
-			if _, ok := asArray(raw); !ok {
-				return nil, fieldError("result." + name + " is not an array")
-			}
-		}
+	if err := validateContextResult(m, &r); err != nil { // client/context.go
+		return nil, err
 	}
 	return &r, nil
 }
