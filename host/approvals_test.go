@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,8 @@ const (
 )
 
 // callingProvider answers "call:NAME:ARGS" with one call of NAME, then,
-// given the tool's output, with the text "done:OUTPUT".
+// given the tool's output, with the text "done:OUTPUT"; ARGS "big:N" are
+// arguments of N bytes.
 type callingProvider struct{}
 
 func (callingProvider) Complete(_ context.Context, in *abi.CompleteInput, _ runtime.TurnSink) (*abi.CompleteOutput, error) {
@@ -46,6 +48,11 @@ func (callingProvider) Complete(_ context.Context, in *abi.CompleteInput, _ runt
 		return &abi.CompleteOutput{Text: "no call"}, nil
 	}
 	name, args, _ := strings.Cut(rest, ":")
+	if n, ok := strings.CutPrefix(args, "big:"); ok {
+		// Arguments larger than an input may be: {"q":"xx…"} of n bytes.
+		size, _ := strconv.Atoi(n)
+		args = `{"q":"` + strings.Repeat("x", size-8) + `"}`
+	}
 	return &abi.CompleteOutput{ToolCalls: []abi.ToolCall{{ID: "call_1", Name: name, Arguments: json.RawMessage(args)}}}, nil
 }
 

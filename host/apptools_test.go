@@ -291,3 +291,23 @@ func TestAppToolValidation(t *testing.T) {
 		t.Errorf("no application_tools grant: %v", err)
 	}
 }
+
+// TestAppToolCallBound: a call over 128,000 bytes is refused before an
+// application sees it (INVALID_TOOL_CALL, a certain outcome).
+func TestAppToolCallBound(t *testing.T) {
+	env := newReviewEnv(t, reviewOptions{})
+	alice := env.client(t, testToken)
+	_, _, err := streamUntil(t, alice, appRun("big:128001"), func(client.Event) error {
+		t.Error("an oversize call was dispatched")
+		return nil
+	})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != protocol.CodeInvalidToolCall || ce.Outcome != "" {
+		t.Errorf("oversize call: %v", err)
+	}
+	if _, _, err := streamUntil(t, alice, appRun("big:127900"), func(ev client.Event) error {
+		return alice.SubmitToolResult(t.Context(), ev.Execution.Identity(), json.RawMessage(`{"ok":1}`))
+	}); err != nil {
+		t.Errorf("a call within the bound: %v", err)
+	}
+}

@@ -33,6 +33,7 @@ const (
 	MaxDefinitions    = 32
 	maxDescription    = 10_000 // UTF-16 units
 	MaxOutputBytes    = 128_000
+	MaxCallBytes      = 128_000 // a call's JSON, near enough: its execution envelope without the ids
 )
 
 // Config configures a Service.
@@ -177,6 +178,10 @@ func (s *Service) ExecuteTool(ctx context.Context, x *runtime.ToolExecution) (js
 	})
 	if err != nil {
 		return nil, runtime.NotDispatched(protocol.Wrap(protocol.CodeInternalError, err))
+	}
+	if len(body)-len(t.id)-len(t.runID) > MaxCallBytes {
+		// §5.5: an application never sees a call over its bound.
+		return nil, runtime.NotDispatched(protocol.New(protocol.CodeInvalidToolCall))
 	}
 	s.mu.Lock()
 	if len(s.tickets) >= s.cfg.MaxPending {
