@@ -303,3 +303,73 @@ func sniffMedia(b []byte) string {
 	}
 	return ""
 }
+
+// FileAttachments reads each named file and returns the attachments
+// array for them (nil for no names); a base name used twice gets "-2",
+// "-3" … so that source ids stay unique within the run.
+func FileAttachments(names []string, read func(string) ([]byte, error)) (json.RawMessage, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	used := map[string]int{}
+	items := make([]json.RawMessage, 0, len(names))
+	for _, name := range names {
+		b, err := read(name)
+		if err != nil {
+			return nil, err
+		}
+		base := filepath.Base(name)
+		id := SourceID(base)
+		if used[id]++; used[id] > 1 {
+			base = fmt.Sprintf("%s-%d", base, used[id])
+		}
+		item, err := FileAttachment(base, b)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	return json.Marshal(items)
+}
+
+// OutputArtifact is the outputArtifact of one kind: "markdown"
+// (artifact.md), "text" (artifact.txt) or "json" (artifact.json, which
+// needs an outputSchema); "" is none.
+func OutputArtifact(kind string) (json.RawMessage, error) {
+	var name, media string
+	switch kind {
+	case "":
+		return nil, nil
+	case "markdown":
+		name, media = "artifact.md", "text/markdown"
+	case "text":
+		name, media = "artifact.txt", "text/plain"
+	case "json":
+		name, media = "artifact.json", "application/json"
+	default:
+		return nil, fmt.Errorf("artifact kind %q is not markdown, text or json", kind)
+	}
+	return json.Marshal(map[string]string{"name": name, "mediaType": media})
+}
+
+// Artifact is a result's draft artifact (wire-context §9).
+type Artifact struct {
+	Name      string   `json:"name"`
+	MediaType string   `json:"mediaType"`
+	ID        string   `json:"id"`
+	Status    string   `json:"status"`
+	Content   string   `json:"content"`
+	SHA256    string   `json:"sha256"`
+	SourceIDs []string `json:"sourceIds"`
+}
+
+// ResultArtifacts decodes res.Artifacts (validated when the result was
+// read); nil without an artifact.
+func ResultArtifacts(res *protocol.RunResult) ([]Artifact, error) {
+	if len(res.Artifacts) == 0 {
+		return nil, nil
+	}
+	var out []Artifact
+	err := json.Unmarshal(res.Artifacts, &out)
+	return out, err
+}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -247,5 +249,33 @@ func TestContextMediaRefused(t *testing.T) {
 	code, _, stderr := adhost(t, "serve", "--config", s.config, "--listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "providers[0].input_media_types.fixture-model") || !strings.Contains(stderr, "host.toml:") {
 		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+}
+
+// TestCLIRunAttach: `adhost run --attach` sniffs each file's media type
+// from its content (a PNG named .txt stays a PNG), the Go client validates
+// the manifest, and --artifact prints the artifact's digest.
+func TestCLIRunAttach(t *testing.T) {
+	s, srv := contextSite(t)
+	png := filepath.Join(s.dir, "notes.txt")
+	if err := os.WriteFile(png, file(pngSig, 40), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	brief := filepath.Join(s.dir, "brief.md")
+	if err := os.WriteFile(brief, []byte("# Brief"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--url", srv.URL, "--token-file", filepath.Join(s.dir, "data", "dev.token"), "--provider", "fixture", "--model", "fixture-model"}
+	code, stdout, stderr := adhost(t, append(base, "--attach", brief, "--attach", png, "--artifact", "markdown", "echo:sources")...)
+	const want = "sources: brief.md notes.txt; files: image/png"
+	if code != 0 || stdout != want+"\n" {
+		t.Fatalf("exit %d stdout %q stderr %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "artifact artifact.md (text/markdown) sha256 "+sha([]byte(want))+", sources [brief.md notes.txt]") {
+		t.Errorf("stderr %s", stderr)
+	}
+	code, _, stderr = adhost(t, append(base, "--artifact", "pdf", "hi")...)
+	if code == 0 || !strings.Contains(stderr, "--artifact") {
+		t.Errorf("--artifact pdf: exit %d %s", code, stderr)
 	}
 }

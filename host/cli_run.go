@@ -29,7 +29,7 @@ const (
 	cliExitTerminated  = 143 // SIGTERM
 )
 
-const cliRunUsage = `usage: adhost run --provider P --model M [--stream] [--json] [--schema FILE] [--tool NAME] [--approve] "input" (or - for stdin)
+const cliRunUsage = `usage: adhost run --provider P --model M [--stream] [--json] [--schema FILE] [--tool NAME] [--approve] [--attach FILE] [--artifact KIND] "input" (or - for stdin)
 
 Calls a running host (wire-core POST /v1/runs) and prints the run:
 
@@ -50,7 +50,13 @@ unless given; each call is one turn.
 --approve streams the run with interactive approvals: each tool call that
 needs one shows the tool and its arguments on stderr and asks y/n on the
 terminal (anything but y or yes denies; the run's idle clock pauses while
-it asks).`
+it asks).
+
+--attach FILE attaches a file as selected context (repeatable): its media
+type comes from its content — PNG, JPEG, WEBP, PDF, else UTF-8 text — never
+its name. --artifact markdown|text|json asks for a draft artifact (json needs
+--schema); its name, media type and SHA-256 follow the summary on stderr,
+and a JSON artifact's content is printed on stdout.`
 
 func init() { cliHelp["run"] = cliRunUsage }
 
@@ -71,6 +77,9 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 	fs.Var(&tools, "tool", "host tool to expose (repeatable)")
 	session := fs.String("session", "", "continue this conversation session (provider and model default to its own)")
 	approve := fs.Bool("approve", false, "answer approval requests on the terminal (y/n); implies --stream")
+	var attach cliStrings
+	fs.Var(&attach, "attach", "attach a file as context (repeatable; media type from its content)")
+	artifact := fs.String("artifact", "", "ask for a draft artifact: markdown, text or json")
 	pos, code, ok := cliParse(fs, args)
 	if !ok {
 		return code
@@ -104,6 +113,13 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 			return env.failf("run", "%s is not valid JSON", *schemaFile)
 		}
 		req.OutputSchema = b
+	}
+	var err error
+	if req.OutputArtifact, err = client.OutputArtifact(*artifact); err != nil {
+		return cliUsageError(env, "run", "--artifact: %v", err)
+	}
+	if req.Attachments, err = client.FileAttachments(attach, os.ReadFile); err != nil {
+		return env.fail("run", err)
 	}
 
 	url, token, err := cliClientSettings(*cfgPath, *baseURL, *tokenFile)
@@ -165,6 +181,13 @@ func cliRun(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stdout, "%s\n", b)
 	} else {
 		fmt.Fprintf(env.stderr, "adhost run: %s\n", cliRunSummary(res))
+		arts, _ := client.ResultArtifacts(res)
+		for _, a := range arts {
+			fmt.Fprintf(env.stderr, "adhost run: artifact %s (%s) sha256 %s, sources [%s]\n", a.Name, a.MediaType, a.SHA256, strings.Join(a.SourceIDs, " "))
+			if a.MediaType == "application/json" {
+				fmt.Fprintln(env.stdout, a.Content)
+			}
+		}
 	}
 	return cliExitOK
 }
