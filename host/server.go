@@ -146,7 +146,7 @@ func NewServer(opts ServerOptions) *Server {
 		metrics:       opts.Metrics,
 		decider:       opts.Approvals,
 		executions:    opts.Executions,
-		runDecoding:   protocol.DecodeOptions{Session: true, Approvals: opts.Approvals != nil, ApplicationTools: opts.Executions != nil},
+		runDecoding:   protocol.DecodeOptions{Session: true, Approvals: opts.Approvals != nil, ApplicationTools: opts.Executions != nil, Attachments: true, OutputArtifact: true},
 	}
 	if s.metrics != nil {
 		s.metrics.src.Store(s)
