@@ -10,7 +10,7 @@ PLUGINS  := $(sort $(foreach d,$(wildcard plugins/*),$(if $(wildcard manifests/$
 manifest_version = awk -F'"' '/^[[:space:]]*version[[:space:]]*=/ { print $$2; exit }' manifests/$$id.toml
 WASMBUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -buildvcs=false
 
-.PHONY: all build adhost plugins run test e2e bench bench-gateway fuzz lint pin check clean
+.PHONY: all build adhost plugins run run-cluster test e2e soak bench bench-gateway fuzz lint pin check clean
 
 all: build
 
@@ -56,6 +56,15 @@ run: build data/dev.token
 	@echo "  curl -H \"Authorization: Bearer \$$(cat data/dev.token)\" http://$(or $(LISTEN),127.0.0.1:7433)/v1/protocol"
 	bin/adhost serve --config $(CONFIG)$(if $(LISTEN), --listen $(LISTEN))
 
+## run-cluster: a JetStream server (bin/natsserver) and two hosts sharing
+## sessions, idempotency keys and jobs on it (A :7433 with jobs, B :7434)
+run-cluster: build bin/natsserver data/dev.token
+	tools/natsserver/run-cluster.sh $(CONFIG)
+
+bin/natsserver: $(wildcard tools/natsserver/*.go) go.mod go.sum
+	@mkdir -p bin
+	$(GO) build -trimpath -buildvcs=false -o bin/natsserver ./tools/natsserver
+
 data/dev.token:
 	@mkdir -p data && chmod 700 data
 	@umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > data/dev.token && echo >> data/dev.token
@@ -78,6 +87,13 @@ test: build
 ## e2e: only the end-to-end tests (they build what they need)
 e2e: build
 	ADHOST_BIN=$(CURDIR)/bin/adhost $(GO) test -count=1 -timeout 10m ./e2e/...
+
+## soak: the bounded soak (not in `make test`): 32 clients mixing JSON
+## and SSE runs, tool runs, cancellations and queued runs against the real
+## binary for SOAK (default 10m), then leak checks (e2e TestSoak)
+SOAK ?= 10m
+soak: build
+	ADHOST_BIN=$(CURDIR)/bin/adhost ADHOST_SOAK=$(SOAK) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 60m ./e2e/
 
 ## bench: every benchmark (see the issue notes for the targets)
 bench: build

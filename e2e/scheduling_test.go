@@ -2,8 +2,12 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,4 +309,144 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// TestSoak is `make soak` (ADHOST_SOAK=duration; skipped otherwise): 32
+// concurrent clients of 4 subjects mix JSON and SSE runs, tool runs,
+// cancellations and runs that wait in the admission queue against the real
+// binary. Afterwards there is no unexpected error, nothing runs or waits,
+// no extension instance is busy, and the host's goroutines and RSS are
+// back near the baseline.
+func TestSoak(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("ADHOST_SOAK"))
+	if err != nil {
+		t.Skip("ADHOST_SOAK=duration runs the soak (make soak)")
+	}
+	s := newSite(t)
+	appendSiteConfig(t, s, "[tokens.grants]\nmetrics = true\n\n[metrics]\nenabled = true\n\n"+
+		"[limits]\nmax_concurrent_runs = 8\nmax_concurrent_runs_per_subject = 4\nqueue_total = 64\nqueue_per_subject = 16\n")
+	var tokens []string
+	for i := range 4 {
+		tokens = append(tokens, addSiteToken(t, s, fmt.Sprintf("soak%d", i), fmt.Sprintf("soak%d", i), []string{fixtureProvider}, []string{"conformance_lookup"}))
+	}
+	srv := startServer(t, s)
+	scrape := func() map[string]float64 {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		resp, body := doRaw(t, req)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("metrics: %d", resp.StatusCode)
+		}
+		out := map[string]float64{}
+		for line := range strings.SplitSeq(string(body), "\n") {
+			for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "adhost_runs_active", "adhost_admission_queue_depth"} {
+				if v, ok := strings.CutPrefix(line, name+" "); ok {
+					out[name], _ = strconv.ParseFloat(v, 64)
+				}
+			}
+			if v, ok := strings.CutPrefix(line, `adhost_extension_instances{extension="fixture",state="busy"} `); ok {
+				out["busy"], _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		return out
+	}
+	warmClient := newRunClient(t, srv, tokens[0])
+	for range 8 {
+		if _, err := warmClient.Run(t.Context(), withTools(runRequest("conformance:tools"), "conformance_lookup")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := scrape()
+
+	var (
+		mu         sync.Mutex
+		counts     = map[string]int{}
+		unexpected []string
+	)
+	note := func(k string) { mu.Lock(); counts[k]++; mu.Unlock() }
+	bad := func(format string, a ...any) {
+		mu.Lock()
+		if len(unexpected) < 20 {
+			unexpected = append(unexpected, fmt.Sprintf(format, a...))
+		}
+		counts["unexpected"]++
+		mu.Unlock()
+	}
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range 32 {
+		c := newRunClient(t, srv, tokens[w%4])
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				var err error
+				kind := []string{"json", "sse", "tools", "cancel", "json", "sse-tools"}[(w+i)%6]
+				switch kind {
+				case "json":
+					_, err = c.Run(ctx, runRequest("conformance:text"))
+				case "sse":
+					_, err = c.Stream(ctx, runRequest("conformance:text"), func(client.Event) error { return nil })
+				case "tools":
+					_, err = c.Run(ctx, withTools(runRequest("conformance:tools"), "conformance_lookup"))
+				case "sse-tools":
+					_, err = c.Stream(ctx, withTools(runRequest("conformance:tools"), "conformance_lookup"), func(client.Event) error { return nil })
+				case "cancel":
+					sctx, scancel := context.WithCancel(ctx)
+					_, err = c.Stream(sctx, runRequest("conformance:cancel"), func(ev client.Event) error {
+						if ev.Type == client.EventRunProgress {
+							scancel()
+						}
+						return nil
+					})
+					scancel()
+					if errors.Is(err, context.Canceled) {
+						err = nil
+					}
+				}
+				cancel()
+				switch {
+				case err == nil:
+					note(kind)
+				case isCode(err, protocol.CodeQueueFull) || isCode(err, protocol.CodeBusy):
+					note("refused")
+				default:
+					bad("%s: %v", kind, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	// The engine keeps an idle run goroutine per run that was in flight
+	// at once (at most the 32 clients' runs: running and queued ones), so
+	// the bound is the baseline plus those and a margin for connections.
+	const goroutineSlack = 32 + 16
+	var after map[string]float64
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		after = scrape()
+		settled := after["adhost_runs_active"] == 0 && after["adhost_admission_queue_depth"] == 0 && after["busy"] == 0 &&
+			after["go_goroutines"] <= base["go_goroutines"]+goroutineSlack &&
+			after["process_resident_memory_bytes"] <= base["process_resident_memory_bytes"]+96<<20
+		if settled || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("soak %v: %v", d, counts)
+	t.Logf("goroutines %v -> %v, RSS %.0f MiB -> %.0f MiB, running %v, queued %v, busy instances %v",
+		base["go_goroutines"], after["go_goroutines"], base["process_resident_memory_bytes"]/(1<<20),
+		after["process_resident_memory_bytes"]/(1<<20), after["adhost_runs_active"], after["adhost_admission_queue_depth"], after["busy"])
+	if len(unexpected) > 0 {
+		t.Errorf("%d unexpected errors, e.g. %v", counts["unexpected"], unexpected)
+	}
+	if after["adhost_runs_active"] != 0 || after["adhost_admission_queue_depth"] != 0 || after["busy"] != 0 {
+		t.Errorf("left behind: %v", after)
+	}
+	if after["go_goroutines"] > base["go_goroutines"]+goroutineSlack {
+		t.Errorf("goroutines %v, baseline %v", after["go_goroutines"], base["go_goroutines"])
+	}
+	if after["process_resident_memory_bytes"] > base["process_resident_memory_bytes"]+96<<20 {
+		t.Errorf("RSS %.0f MiB, baseline %.0f MiB", after["process_resident_memory_bytes"]/(1<<20), base["process_resident_memory_bytes"]/(1<<20))
+	}
 }

@@ -57,6 +57,17 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		return env.fail("serve", err)
 	}
 	log := newLogger(env.stderr, cfg.Log, *verbose)
+	tel, err := NewTelemetry(cfg.Diagnostics, log)
+	if err != nil {
+		return env.failf("serve", "diagnostics.otlp_endpoint: %v", err)
+	}
+	defer func() {
+		// What is queued goes out within a bound; a slow collector does
+		// not hold the exit.
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		tel.Shutdown(sctx)
+	}()
 	var metrics *Metrics
 	if cfg.MetricsOn() {
 		// Before the extensions load: their instances are counted too.
@@ -135,6 +146,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		Jobs:           jobSvc,
 		Retrieval:      retrievalOption(retr),
 		Metrics:        metrics,
+		Telemetry:      tel,
 		Approvals:      h.decider(),
 		Executions:     h.executions(),
 	})

@@ -79,6 +79,9 @@ type ServerOptions struct {
 	// Metrics serves GET /metrics ([metrics] enabled) and counts every
 	// request; nil: the path is unknown.
 	Metrics *Metrics
+	// Telemetry exports spans and metrics over OTLP ([diagnostics]);
+	// nil: off.
+	Telemetry *Telemetry
 	// Approvals serves POST /v1/approvals/decisions; nil: unknown path.
 	// Runs carrying `approvals` are decoded only with it set.
 	Approvals Decider
@@ -111,6 +114,7 @@ type Server struct {
 	sessions      SessionTurns
 	idem          *idempotency.Keys
 	metrics       *Metrics
+	tel           *Telemetry
 	jobs          *jobs.Service
 	retrieval     RetrievalService
 	decider       Decider
@@ -144,6 +148,7 @@ func NewServer(opts ServerOptions) *Server {
 		jobs:          opts.Jobs,
 		retrieval:     opts.Retrieval,
 		metrics:       opts.Metrics,
+		tel:           opts.Telemetry,
 		decider:       opts.Approvals,
 		executions:    opts.Executions,
 		runDecoding:   protocol.DecodeOptions{Session: true, Approvals: opts.Approvals != nil, ApplicationTools: opts.Executions != nil, Attachments: true, OutputArtifact: true},

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"adhost/host"
+	"adhost/host/config"
+	"adhost/runtime"
+	"adhost/runtime/wasm"
+)
+
+// BenchmarkTelemetryOverhead: fixture JSON runs (conformance:text) through
+// two hosts on the same extension, one with telemetry and metrics off and
+// one with OpenTelemetry at level steps (exporting to a loopback receiver
+// that discards) and the Prometheus metrics on, in alternating rounds. It
+// reports on-ratio = throughput on / throughput off (target ≥ 0.9).
+func BenchmarkTelemetryOverhead(b *testing.B) {
+	off := newEnv(b, envOptions{})
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(sink.Close)
+	quiet := slog.New(slog.DiscardHandler)
+	tel, err := host.NewTelemetry(&config.Diagnostics{OTLPEndpoint: sink.URL, Level: "steps", ExportIntervalMs: 1000}, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tel.Shutdown(context.Background()) })
+	metrics := host.NewMetrics("")
+	wasm.SetObserver(metrics)
+	b.Cleanup(func() { wasm.SetObserver(nil) })
+	onURL, onHC := serveObserved(b, off.x, off.prov, quiet, metrics, tel)
+
+	body := runBody("conformance:text")
+	offOp := func(w int) error { _, err := post(off.hc, off.url, tokenFor(w), body, false); return err }
+	onOp := func(w int) error { _, err := post(onHC, onURL, tokenFor(w), body, false); return err }
+	for _, c := range clientCounts {
+		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
+			if err := warm(c, offOp); err != nil {
+				off.fail(b, err)
+			}
+			if err := warm(c, onOp); err != nil {
+				b.Fatal(err)
+			}
+			var onElapsed, offElapsed time.Duration
+			b.ResetTimer()
+			for _, n := range rounds(b.N, 4) {
+				b.StartTimer()
+				d, _, err := hammer(c, n, onOp)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				onElapsed += d
+				if d, _, err = hammer(c, n, offOp); err != nil {
+					b.Fatal(err)
+				}
+				offElapsed += d
+			}
+			b.ReportMetric(float64(b.N)/onElapsed.Seconds(), "runs/s")
+			b.ReportMetric(offElapsed.Seconds()/onElapsed.Seconds(), "on-ratio")
+		})
+	}
+}
+
+// serveObserved is serveHost with metrics and telemetry on.
+func serveObserved(b *testing.B, x *wasm.Extension, prov runtime.Provider, logger *slog.Logger, m *host.Metrics, tel *host.Telemetry) (string, *http.Client) {
+	mf := x.Manifest()
+	inst := &runtime.ProviderInstance{
+		ID: providerID, Name: "Fixture", Vendor: mf.Vendor, AuthMode: mf.AuthMode,
+		AccountID: "bench", Models: []string{modelID},
+		Capabilities: mf.Capabilities, UsageSource: mf.UsageSource, Provider: prov,
+	}
+	eng, err := runtime.New(runtime.Options{Providers: []*runtime.ProviderInstance{inst}, HostID: "bench", Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tokens := make([]host.Token, maxClients)
+	for i := range tokens {
+		tokens[i] = host.Token{ID: "t" + strconv.Itoa(i), Subject: "subject-" + strconv.Itoa(i),
+			Secret: tokenFor(i), Providers: []string{providerID}}
+	}
+	srv := host.NewServer(host.ServerOptions{Engine: eng, Tokens: tokens, Logger: logger, Metrics: m, Telemetry: tel})
+	srv.SetReady()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background(), ln, nil) }()
+	hc := newHTTPClient()
+	b.Cleanup(func() {
+		hc.CloseIdleConnections()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-served
+		_ = eng.Shutdown(sctx)
+	})
+	return "http://" + ln.Addr().String(), hc
+}
