@@ -65,15 +65,6 @@ bin/natsserver: $(wildcard tools/natsserver/*.go) go.mod go.sum
 	@mkdir -p bin
 	$(GO) build -trimpath -buildvcs=false -o bin/natsserver ./tools/natsserver
 
-## run-cluster: a JetStream server (bin/natsserver) and two hosts sharing
-## sessions, idempotency keys and jobs on it (A :7433 with jobs, B :7434)
-run-cluster: build bin/natsserver data/dev.token
-	tools/natsserver/run-cluster.sh $(CONFIG)
-
-bin/natsserver: $(wildcard tools/natsserver/*.go) go.mod go.sum
-	@mkdir -p bin
-	$(GO) build -trimpath -buildvcs=false -o bin/natsserver ./tools/natsserver
-
 data/dev.token:
 	@mkdir -p data && chmod 700 data
 	@umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > data/dev.token && echo >> data/dev.token
