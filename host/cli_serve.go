@@ -333,6 +333,7 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		QueueSubject:  cfg.Limits.QueuePerSubject,
 		Scheduler:     scheduling.New(),
 		Budgets:       cliBudgets(cfg.Resources),
+		Context:       cliContext(cfg),
 		UsageSink:     sinks,
 		HostID:        hostID,
 		Logger:        log,
