@@ -61,6 +61,7 @@ func (f *File) Validate() error {
 	f.validateProviders(p)
 	f.validateBinaries(p)
 	f.validateRetrieval(p)
+	f.validateContext(p)
 	toolNames := f.validateTools(p)
 	f.validateToolSettings(p)
 	f.validateTokens(p, toolNames)
