@@ -281,3 +281,48 @@ func FuzzDecodeItems(f *testing.F) {
 		Preflight(items)
 	})
 }
+
+// docs is a DocumentStore with one document readable by alice only.
+type docs struct{}
+
+func (docs) Document(_ context.Context, subject, id string) (*Document, error) {
+	if id != "handbook" || subject != "alice" {
+		return nil, ErrNoDocument
+	}
+	return &Document{Source: Source{ID: "handbook", Revision: "v2"}, MediaType: TypeMarkdown, Text: "# Handbook"}, nil
+}
+
+func TestStoreResolver(t *testing.T) {
+	s := New(Options{Resolver: StoreResolver{Docs: docs{}}})
+	ref := func(rev, media string) string {
+		return `[{"type":"reference","id":"handbook","revision":"` + rev + `","mediaType":"` + media + `"}]`
+	}
+	for _, tc := range []struct {
+		items, subject string
+		want           protocol.Code
+	}{
+		{ref("v2", TypeMarkdown), "alice", ""},
+		{ref("v2", TypeMarkdown), "bob", CodeContextNotFound}, // not readable: the same answer as missing
+		{ref("v1", TypeMarkdown), "alice", CodeContextChanged},
+		{ref("v2", TypePlain), "alice", CodeContextChanged},
+	} {
+		rc := parse(t, s, tc.items, "", false)
+		if err := rc.Check(nil); err != nil {
+			t.Fatal(err)
+		}
+		set, err := rc.Assemble(t.Context(), runtime.ContextExec{Subject: tc.subject})
+		if code(err) != tc.want && !(err == nil && tc.want == "") {
+			t.Errorf("%s as %s: %v, want %s", tc.items, tc.subject, err, tc.want)
+			continue
+		}
+		if err == nil && !bytes.Contains(set.Sources, []byte(`"id":"handbook","revision":"v2","mediaType":"text/markdown","bytes":10`)) {
+			t.Errorf("sources %s", set.Sources)
+		}
+	}
+	if got := New(Options{}).Features(); len(got) != 2 {
+		t.Errorf("features without a resolver %v", got)
+	}
+	if got := s.Features(); len(got) != 3 || got[2] != "context-references" {
+		t.Errorf("features with a resolver %v", got)
+	}
+}
