@@ -22,6 +22,7 @@ import (
 func TestReload(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
+	appendSiteConfig(t, s, "[tokens.grants]\nmetrics = true\n\n[metrics]\nenabled = true\n")
 	srv := startServer(t, s)
 	dev := newRunClient(t, srv, s.token)
 	oldDigest := s.plugins["fixture"].digest
@@ -51,6 +52,13 @@ func TestReload(t *testing.T) {
 	if code, out, _ := adhost(t, "status", "--config", s.config, "--url", srv.URL); code != 0 || !strings.Contains(out, "reloads=1") {
 		t.Fatalf("adhost status after reload: %d\n%s", code, out)
 	}
+	// The metrics name the reload and the pin new runs use.
+	metrics := scrapeMetrics(t, srv, s.token)
+	if !strings.Contains(metrics, `adhost_config_reloads_total{outcome="applied"} 1`) ||
+		!strings.Contains(metrics, `adhost_extension_info{extension="fixture",sha256="`+newDigest+`",version="1.0.0"} 1`) ||
+		strings.Contains(metrics, oldDigest) {
+		t.Fatalf("metrics after the reload:\n%s", metrics)
+	}
 	// The held run still runs on the old module.
 	select {
 	case err := <-held.done:
@@ -76,6 +84,9 @@ func TestReload(t *testing.T) {
 	if _, err := newRunClient(t, srv, carol).Run(t.Context(), req); err != nil {
 		t.Fatalf("the old configuration stopped serving after refused reloads: %v", err)
 	}
+	if m := scrapeMetrics(t, srv, s.token); !strings.Contains(m, `adhost_config_reloads_total{outcome="refused"} 2`) {
+		t.Fatalf("refused reloads not counted:\n%s", m)
+	}
 
 	// SIGHUP: carol's token goes.
 	os.WriteFile(s.config, good[:len(good)-len(carolTokenBlock(t, good))], 0o644)
@@ -97,6 +108,18 @@ func TestReload(t *testing.T) {
 	if srv.stop(t, os.Interrupt) != 0 {
 		t.Fatalf("serve exit after reloads:\n%s", srv.stderr)
 	}
+}
+
+// scrapeMetrics is GET /metrics with token.
+func scrapeMetrics(t *testing.T, srv *server, token string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, body := doRaw(t, req)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics: %d %s", resp.StatusCode, body)
+	}
+	return string(body)
 }
 
 // fetchStatusRaw is the status endpoint's body.

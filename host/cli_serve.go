@@ -155,7 +155,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		jobSvc.Start()
 	}
 	startedAt := time.Now()
-	rl := &cliReloader{path: *cfgPath, listen: *listen, data: *data, log: log, srv: srv, cfg: cfg, h: h}
+	rl := &cliReloader{path: *cfgPath, listen: *listen, data: *data, log: log, srv: srv, cfg: cfg, h: h, metrics: metrics}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

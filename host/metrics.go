@@ -34,10 +34,11 @@ type Metrics struct {
 
 	// ops and dur are indexed by kind and outcome, resolved once: a
 	// request pays two atomic adds, no label lookup.
-	ops   [numKinds][numOutcomes]prometheus.Counter
-	dur   [numKinds][numOutcomes]prometheus.Observer
-	inst  *prometheus.HistogramVec
-	calls *prometheus.CounterVec
+	ops     [numKinds][numOutcomes]prometheus.Counter
+	dur     [numKinds][numOutcomes]prometheus.Observer
+	inst    *prometheus.HistogramVec
+	calls   *prometheus.CounterVec
+	reloads *prometheus.CounterVec
 
 	// src is the server whose engine and extensions the gauges read.
 	src atomic.Pointer[Server]
@@ -99,10 +100,26 @@ func NewMetrics(storeDir string) *Metrics {
 	}
 	// The Go and process collectors (goroutines, heap, RSS) let an
 	// operator, and the soak test, see a leak from outside.
-	m.reg.MustRegister(ops, dur, m.inst, m.calls, gauges{m},
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "adhost_config_reloads_total",
+		Help: "Reloads of host.toml (SIGHUP, adhost reload), by outcome: applied, or refused with the old configuration serving.",
+	}, []string{"outcome"})
+	m.reg.MustRegister(ops, dur, m.inst, m.calls, m.reloads, gauges{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
+}
+
+// Reloaded records one reload of the configuration; err nil: applied.
+func (m *Metrics) Reloaded(err error) {
+	if m == nil {
+		return
+	}
+	outcome := "applied"
+	if err != nil {
+		outcome = "refused"
+	}
+	m.reloads.WithLabelValues(outcome).Inc()
 }
 
 // Instantiated records one instance creation of extension ext (the
@@ -129,6 +146,7 @@ var (
 	descQueue     = prometheus.NewDesc("adhost_admission_queue_depth", "Runs waiting in the admission queue.", nil, nil)
 	descInstances = prometheus.NewDesc("adhost_extension_instances", "Live extension instances, by extension and state (idle, busy).", []string{"extension", "state"}, nil)
 	descStore     = prometheus.NewDesc("adhost_store_bytes", "Bytes of the store's files in the data directory.", nil, nil)
+	descExtension = prometheus.NewDesc("adhost_extension_info", "The pinned extensions new runs use (1 per extension), with version and module digest; a reload that re-pins one changes its labels.", []string{"extension", "version", "sha256"}, nil)
 )
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
@@ -136,6 +154,7 @@ func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descQueue
 	ch <- descInstances
 	ch <- descStore
+	ch <- descExtension
 }
 
 func (g gauges) Collect(ch chan<- prometheus.Metric) {
@@ -152,6 +171,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	for _, x := range exts {
 		ch <- prometheus.MustNewConstMetric(descInstances, prometheus.GaugeValue, float64(x.Idle), x.ID, "idle")
 		ch <- prometheus.MustNewConstMetric(descInstances, prometheus.GaugeValue, float64(x.InUse), x.ID, "busy")
+		ch <- prometheus.MustNewConstMetric(descExtension, prometheus.GaugeValue, 1, x.ID, x.Version, x.SHA256)
 	}
 	ch <- prometheus.MustNewConstMetric(descStore, prometheus.GaugeValue, float64(storeBytes(g.m.storeDir)))
 }

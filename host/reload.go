@@ -38,6 +38,7 @@ type cliReloader struct {
 	path, listen, data string // how serve was started
 	log                *slog.Logger
 	srv                *Server
+	metrics            *Metrics // nil: metrics off
 
 	cfg *config.File // the configuration in use
 	h   *cliHost
@@ -74,6 +75,7 @@ func (rl *cliReloader) reload(ctx context.Context) (err error) {
 	defer rl.mu.Unlock()
 	start := time.Now()
 	defer func() {
+		rl.metrics.Reloaded(err)
 		if err != nil {
 			rl.log.Error("reload refused; the running configuration is unchanged", "err", err)
 		}
@@ -257,18 +259,22 @@ func cliReload(ctx context.Context, env *cliEnv, args []string) int {
 	if len(pos) != 0 {
 		return cliUsageError(env, "reload", "unexpected argument %q", pos[0])
 	}
-	cfg, err := config.Load(*cfgPath)
-	if cfg == nil {
+	// The host re-reads the file itself and is the judge of it: a file
+	// that does not even decode is still sent its way (found through the
+	// one key that locates the host), so that it logs and counts the
+	// refusal like any other.
+	dir, err := config.StorePath(*cfgPath)
+	if err != nil {
 		return env.fail("reload", err)
 	}
-	oc, err := dialOperator(cfg.Store.Path)
+	oc, err := dialOperator(dir)
 	if err != nil {
 		return env.fail("reload", err)
 	}
 	if err := oc.do(ctx, "POST", "/operator/v1/reload", []byte("{}"), nil); err != nil {
 		return env.failf("reload", "refused: %v", err)
 	}
-	fmt.Fprintln(env.stdout, "reloaded", cfg.Path)
+	fmt.Fprintln(env.stdout, "reloaded", *cfgPath)
 	return cliExitOK
 }
 

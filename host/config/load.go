@@ -172,3 +172,36 @@ func quoteList(s []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// StorePath reads only [store] path from the file at path, leniently (any
+// other key, valid or not, is ignored), with its default ("data") resolved
+// against the file's directory. Commands that must find a running host
+// through its data directory use it when the file as a whole does not
+// load — `adhost reload` of a broken file, which the host itself then
+// refuses, logs and reports.
+func StorePath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(abs)
+	if err != nil {
+		return "", err
+	}
+	var f struct {
+		Store struct {
+			Path string `toml:"path"`
+		} `toml:"store"`
+	}
+	if _, err := toml.Decode(string(b), &f); err != nil {
+		return "", fmt.Errorf("%s: [store] path cannot be read: %w", abs, err)
+	}
+	p := f.Store.Path
+	if p == "" {
+		p = "data"
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(abs), p)
+	}
+	return p, nil
+}
