@@ -315,3 +315,42 @@ func TestRetrievalShapes(t *testing.T) {
 	st, b := e.post(t, retrAlice, "/v1/retrieval/search", `{"corpus":`)
 	wantError(t, "not JSON", st, b, 400, protocol.CodeInvalidRequest)
 }
+
+// TestRetrievalIngest: Markdown and an email thread over HTTP, searched
+// back with their provenance; a PDF without an extractor.
+func TestRetrievalIngest(t *testing.T) {
+	e := newRetrEnv(t, false)
+	md := "# Battery\nThe cell lasted 812 hours.\n\n# Charging\nTwo hours at room temperature.\n"
+	st, b := e.post(t, retrAlice, "/v1/retrieval/ingest", `{"corpus":"docs","document":{"type":"text","source":{"id":"guide","revision":"r1","title":"Guide"},"mediaType":"text/markdown","text":`+quoteJSON(md)+`}}`)
+	if st != 200 || !strings.Contains(string(b), `"format":"markdown"`) || !strings.Contains(string(b), `"chunks":2`) {
+		t.Fatalf("ingest markdown: %d %s", st, b)
+	}
+	st, b = e.post(t, retrAlice, "/v1/retrieval/ingest", `{"corpus":"docs","document":{"type":"email","source":{"id":"mail","revision":"r1"},"threadId":"th-9","messages":[{"id":"m-1","text":"Did the battery pass?"},{"id":"m-2","text":"Yes: 812 hours."}]}}`)
+	if st != 200 || !strings.Contains(string(b), `"messages":{"total":2,"empty":0}`) {
+		t.Fatalf("ingest email: %d %s", st, b)
+	}
+	r := e.search(t, retrBob, `{"corpus":"docs","query":"battery 812 hours","limit":16}`)
+	seen := map[string]bool{}
+	for _, h := range r.Hits {
+		l := h.Source.Location
+		switch h.Source.ID {
+		case "guide":
+			if h.Source.Revision != "r1" || l.Section == "" || l.StartLine < 1 || l.EndLine < l.StartLine || !strings.HasPrefix(h.ChunkID, "p-") {
+				t.Errorf("markdown hit %+v", h)
+			}
+			seen[l.Section] = true
+		case "mail":
+			if l.ThreadID != "th-9" || l.MessageID == "" || l.StartLine != 1 {
+				t.Errorf("email hit %+v", h)
+			}
+			seen[l.MessageID] = true
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("provenance seen: %v", seen)
+	}
+	st, b = e.post(t, retrAlice, "/v1/retrieval/ingest", `{"corpus":"docs","document":{"type":"pdf","source":{"id":"p","revision":"r1"},"mediaType":"application/pdf","data":"JVBERi0xLjQK"}}`)
+	wantError(t, "pdf without an extractor", st, b, 400, retrieval.CodePDFExtractorRequired)
+	st, b = e.post(t, retrCarol, "/v1/retrieval/ingest", `{"corpus":"docs","document":{"type":"text","source":{"id":"x","revision":"r1"},"mediaType":"text/plain","text":"x"}}`)
+	wantError(t, "ingest without the index grant", st, b, 403, protocol.CodeForbidden)
+}

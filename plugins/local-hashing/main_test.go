@@ -4,13 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"adhost/internal/plugintest"
 	"adhost/internal/testenv"
+	"adhost/runtime"
+	"adhost/runtime/durable"
 	"adhost/runtime/protocol"
+	"adhost/runtime/retrieval"
 	"adhost/runtime/wasm"
 )
 
@@ -108,4 +114,52 @@ func TestWasm(t *testing.T) {
 	if _, _, err := e.Embed(t.Context(), "hash-ngram-9999", inputs); protocol.CodeOf(err) != protocol.CodeProviderFailed {
 		t.Errorf("unknown model: %v, want PROVIDER_FAILED", err)
 	}
+}
+
+// BenchmarkIngest: documents of 256 chunks ingested through the retrieval
+// service with this module as the embedder (extraction, chunking, wasm
+// embedding in batches of 32, the store write and the index update),
+// reported as chunks per second. Target (issue 12): ≥ 2,000 chunks/s.
+func BenchmarkIngest(b *testing.B) {
+	path := testenv.BuildPlugin(b, "plugins/local-hashing")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	x, err := wasm.Load(b.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { x.Close(context.Background()) })
+	e, err := x.Embedder(wasm.InstanceConfig{ID: "local"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := retrieval.Open(b.Context(), durable.NewMemory(), []retrieval.Corpus{{ID: "docs", Embedder: e,
+		Identity:   retrieval.Identity{ProviderID: "local", Vendor: "local", AccountID: "local", AuthMode: "none", Model: "hash-ngram-256", Dimensions: 256, Version: "v1"},
+		ChunkBytes: 256, MaxChunks: 1_000_000, MaxPayloadBytes: 1 << 30}}, retrieval.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &runtime.Principal{Subject: "bench", Ops: map[string]bool{"retrieval.index:docs": true}}
+	var text strings.Builder
+	for i := range 256 {
+		fmt.Fprintf(&text, "Passage %d of the benchmark document talks about batteries, charging cycles and temperature %d.\n\n", i, i%40)
+		fmt.Fprintf(&text, "It has a second line so that chunks hold whole lines, number %d.\n\n", i)
+	}
+	chunks := 0
+	i := 0
+	for b.Loop() {
+		i++
+		body := fmt.Sprintf(`{"corpus":"docs","document":{"type":"text","source":{"id":"doc-%d","revision":"r1"},"mediaType":"text/plain","text":%q}}`, i, text.String())
+		out, err := svc.Ingest(b.Context(), p, []byte(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var res struct{ Chunks int }
+		json.Unmarshal(out, &res)
+		chunks += res.Chunks
+	}
+	b.ReportMetric(float64(chunks)/b.Elapsed().Seconds(), "chunks/s")
 }

@@ -68,87 +68,91 @@ func terms(text string) (map[string]int, int) {
 	return tf, len(ts)
 }
 
-// chunkKey names one chunk: the document's lexical number and the
-// chunk's ordinal (< 256).
-type chunkKey uint64
+// posting is one chunk's frequency of a term.
+type posting struct {
+	slot uint32
+	tf   uint32
+}
 
-func keyOf(seq uint64, ord int) chunkKey { return chunkKey(seq<<8 | uint64(ord)) }
-func (k chunkKey) seq() uint64           { return uint64(k) >> 8 }
-func (k chunkKey) ord() int              { return int(k & 0xff) }
-
-// lexIndex is an inverted index with term frequencies. The corpus's lock
-// guards it.
+// lexIndex is an inverted index with term frequencies. Chunks have dense
+// slots (reused after removal) so a query accumulates into a flat slice
+// rather than a map. The corpus's lock guards it.
 type lexIndex struct {
-	next     uint64
-	postings map[string]map[chunkKey]int32
-	lens     map[chunkKey]int32
-	terms    map[uint64][]string // each document's distinct terms, for removal
-	total    int64               // sum of lens
+	postings map[string][]posting
+	slotDoc  []*liveDoc // nil: free
+	slotOrd  []int
+	slotLen  []int32
+	free     []uint32
+	live     int
+	total    int64 // sum of the live slots' lengths
 }
 
-func newLexIndex() *lexIndex {
-	return &lexIndex{postings: map[string]map[chunkKey]int32{}, lens: map[chunkKey]int32{}, terms: map[uint64][]string{}}
-}
+func newLexIndex() *lexIndex { return &lexIndex{postings: map[string][]posting{}} }
 
-// add indexes a document's chunk texts and returns its number.
-func (x *lexIndex) add(texts []string) uint64 {
-	x.next++
-	seq := x.next
+// add indexes d's chunk texts, recording its slots and distinct terms
+// on d.
+func (x *lexIndex) add(d *liveDoc, texts []string) {
 	distinct := map[string]bool{}
+	d.slots = make([]uint32, len(texts))
 	for ord, t := range texts {
 		tf, n := terms(t)
-		k := keyOf(seq, ord)
-		x.lens[k] = int32(n)
+		var slot uint32
+		if k := len(x.free); k > 0 {
+			slot, x.free = x.free[k-1], x.free[:k-1]
+		} else {
+			slot = uint32(len(x.slotDoc))
+			x.slotDoc, x.slotOrd, x.slotLen = append(x.slotDoc, nil), append(x.slotOrd, 0), append(x.slotLen, 0)
+		}
+		x.slotDoc[slot], x.slotOrd[slot], x.slotLen[slot] = d, ord, int32(n)
+		d.slots[ord] = slot
+		x.live++
 		x.total += int64(n)
 		for term, f := range tf {
-			p := x.postings[term]
-			if p == nil {
-				p = map[chunkKey]int32{}
-				x.postings[term] = p
-			}
-			p[k] = int32(f)
+			x.postings[term] = append(x.postings[term], posting{slot: slot, tf: uint32(f)})
 			distinct[term] = true
 		}
 	}
-	list := make([]string, 0, len(distinct))
+	d.terms = make([]string, 0, len(distinct))
 	for t := range distinct {
-		list = append(list, t)
+		d.terms = append(d.terms, t)
 	}
-	x.terms[seq] = list
-	return seq
 }
 
-func (x *lexIndex) remove(seq uint64) {
-	for _, term := range x.terms[seq] {
+func (x *lexIndex) remove(d *liveDoc) {
+	for _, term := range d.terms {
 		p := x.postings[term]
-		for k := range p {
-			if k.seq() == seq {
-				delete(p, k)
+		kept := p[:0]
+		for _, e := range p {
+			if x.slotDoc[e.slot] != d {
+				kept = append(kept, e)
 			}
 		}
-		if len(p) == 0 {
+		if len(kept) == 0 {
 			delete(x.postings, term)
+		} else {
+			x.postings[term] = kept
 		}
 	}
-	delete(x.terms, seq)
-	for ord := 0; ord < 256; ord++ {
-		k := keyOf(seq, ord)
-		n, ok := x.lens[k]
-		if !ok {
-			break
-		}
-		x.total -= int64(n)
-		delete(x.lens, k)
+	for _, slot := range d.slots {
+		x.total -= int64(x.slotLen[slot])
+		x.slotDoc[slot] = nil
+		x.live--
+		x.free = append(x.free, slot)
 	}
+}
+
+type lexScore struct {
+	slot uint32
+	bm   float32
 }
 
 // score returns the BM25 score of every chunk matching a query term whose
-// key allow accepts. Collection statistics are the whole corpus's: they
+// slot allow accepts. Collection statistics are the whole corpus's: they
 // describe the language of the documents, not what a caller may see, and
 // reveal nothing a score does not.
-func (x *lexIndex) score(query string, allow func(chunkKey) bool) map[chunkKey]float64 {
+func (x *lexIndex) score(query string, allow func(slot uint32) bool) []lexScore {
 	qtf, _ := terms(query)
-	n := float64(len(x.lens))
+	n := float64(x.live)
 	if n == 0 || len(qtf) == 0 {
 		return nil
 	}
@@ -156,21 +160,29 @@ func (x *lexIndex) score(query string, allow func(chunkKey) bool) map[chunkKey]f
 	if avg == 0 {
 		avg = 1
 	}
-	out := map[chunkKey]float64{}
+	acc := make([]float32, len(x.slotDoc))
+	var touched []uint32
 	for term := range qtf {
 		p := x.postings[term]
 		if len(p) == 0 {
 			continue
 		}
 		idf := math.Log(1 + (n-float64(len(p))+0.5)/(float64(len(p))+0.5))
-		for k, f := range p {
-			if !allow(k) {
+		for _, e := range p {
+			if !allow(e.slot) {
 				continue
 			}
-			tf := float64(f)
-			l := float64(x.lens[k])
-			out[k] += idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*l/avg))
+			tf := float64(e.tf)
+			l := float64(x.slotLen[e.slot])
+			if acc[e.slot] == 0 {
+				touched = append(touched, e.slot)
+			}
+			acc[e.slot] += float32(idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*l/avg)))
 		}
+	}
+	out := make([]lexScore, len(touched))
+	for i, s := range touched {
+		out[i] = lexScore{slot: s, bm: acc[s]}
 	}
 	return out
 }

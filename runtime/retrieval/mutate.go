@@ -219,4 +219,3 @@ func (s *Service) Remove(ctx context.Context, p *runtime.Principal, req *DeleteR
 func storeError(err error) error {
 	return protocol.Wrap(protocol.CodeInternalError, fmt.Errorf("retrieval store: %w", err))
 }
-

@@ -203,29 +203,17 @@ func better(a, b candidate) bool {
 // fuse merges the vector candidates with the BM25 ranking of the allowed
 // rows by reciprocal rank fusion: each list adds 1/(60+rank).
 func (c *corpus) fuse(vec []candidate, query string, scores []float32, allowed func(int) bool, pool int) []candidate {
-	lex := c.lex.score(query, func(k chunkKey) bool {
-		d := c.bySeq[k.seq()]
-		return d != nil && allowed(d.rows[k.ord()])
+	lex := c.lex.score(query, func(slot uint32) bool {
+		d := c.lex.slotDoc[slot]
+		return allowed(d.rows[c.lex.slotOrd[slot]])
 	})
-	type lexHit struct {
-		row int
-		bm  float64
-		id  string
-	}
-	lh := make([]lexHit, 0, len(lex))
-	for k, bm := range lex {
-		d := c.bySeq[k.seq()]
-		lh = append(lh, lexHit{row: d.rows[k.ord()], bm: bm, id: d.rec.Chunks[k.ord()].ID})
-	}
-	slices.SortFunc(lh, func(a, b lexHit) int {
-		if a.bm != b.bm {
-			return cmp.Compare(b.bm, a.bm)
-		}
-		return cmp.Compare(a.id, b.id)
+	// The pool best by BM25, ties by chunk id: a bounded insertion, not
+	// a sort of every match (a common term matches most chunks).
+	lh := topK(len(lex), pool, func(i int) (candidate, bool) {
+		e := lex[i]
+		d, ord := c.lex.slotDoc[e.slot], c.lex.slotOrd[e.slot]
+		return candidate{row: d.rows[ord], score: e.bm, id: d.rec.Chunks[ord].ID}, true
 	})
-	if len(lh) > pool {
-		lh = lh[:pool]
-	}
 	fused := map[int]*candidate{}
 	for rank, cd := range vec {
 		cd.fused = 1.0 / float64(rrfK+rank+1)

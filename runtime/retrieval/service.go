@@ -117,7 +117,6 @@ type corpus struct {
 	rows  []rowRef
 	docs  map[string]*liveDoc
 	owner map[string]*liveDoc // chunk id → document
-	bySeq map[uint64]*liveDoc // lexical number → document
 	bytes int64
 	lex   *lexIndex
 }
@@ -131,11 +130,12 @@ type rowRef struct {
 type liveDoc struct {
 	rec    *docRecord
 	kvRev  uint64
-	rows   []int      // matrix row of each chunk
-	merged []Source   // each chunk's source as a hit shows it
-	ingest []byte     // the manifest JSON, nil when none
-	bytes  int64      // text bytes
-	seq    uint64     // lexical document number
+	rows   []int    // matrix row of each chunk
+	merged []Source // each chunk's source as a hit shows it
+	ingest []byte   // the manifest JSON, nil when none
+	bytes  int64    // text bytes
+	slots  []uint32 // each chunk's lexical slot
+	terms  []string // the distinct lexical terms
 }
 
 // docRecord is a document's KV value: what the client sent (so its digest
@@ -169,7 +169,7 @@ func Open(ctx context.Context, kv durable.KV, corpora []Corpus, opts Options) (*
 		c = withDefaults(c)
 		id, _ := json.Marshal(c.Identity)
 		cp := &corpus{Corpus: c, identityJSON: id, mat: matrix{dim: c.Identity.Dimensions},
-			docs: map[string]*liveDoc{}, owner: map[string]*liveDoc{}, bySeq: map[uint64]*liveDoc{}, lex: newLexIndex()}
+			docs: map[string]*liveDoc{}, owner: map[string]*liveDoc{}, lex: newLexIndex()}
 		if err := s.checkIdentity(ctx, cp); err != nil {
 			return nil, err
 		}
@@ -314,8 +314,7 @@ func (c *corpus) apply(old *liveDoc, rec *docRecord, vecs [][]float32, kvRev uin
 	}
 	c.bytes += d.bytes
 	c.docs[rec.Source.ID] = d
-	d.seq = c.lex.add(texts)
-	c.bySeq[d.seq] = d
+	c.lex.add(d, texts)
 }
 
 // drop removes d from memory; c.mu is held.
@@ -338,8 +337,7 @@ func (c *corpus) drop(d *liveDoc) {
 	}
 	c.bytes -= d.bytes
 	delete(c.docs, d.rec.Source.ID)
-	c.lex.remove(d.seq)
-	delete(c.bySeq, d.seq)
+	c.lex.remove(d)
 }
 
 // visible reports whether subject may see d (the configured authorizer).

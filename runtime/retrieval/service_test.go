@@ -221,8 +221,8 @@ func TestConcurrentChanges(t *testing.T) {
 			}
 		}
 	}
-	if n != c.mat.rows() || n != len(c.rows) || n != len(c.owner) || len(c.lex.lens) != n {
-		t.Errorf("%d chunks, %d rows, %d refs, %d owners, %d lexical", n, c.mat.rows(), len(c.rows), len(c.owner), len(c.lex.lens))
+	if n != c.mat.rows() || n != len(c.rows) || n != len(c.owner) || c.lex.live != n {
+		t.Errorf("%d chunks, %d rows, %d refs, %d owners, %d lexical", n, c.mat.rows(), len(c.rows), len(c.owner), c.lex.live)
 	}
 }
 
