@@ -279,3 +279,54 @@ func TestCLIRunAttach(t *testing.T) {
 		t.Errorf("--artifact pdf: exit %d %s", code, stderr)
 	}
 }
+
+// TestContextDurable: an idempotent replay returns the recorded sources and
+// artifact (same artifact id) without running again, a changed attachment
+// under the same key is IDEMPOTENCY_CONFLICT, and job submission validates
+// attachments like a run.
+func TestContextDurable(t *testing.T) {
+	s := jobSite(t, 1)
+	editSiteConfig(t, s, "models = [\"fixture-model\"]\n", "models = [\"fixture-model\"]\ninput_media_types = { \"fixture-model\" = [\"image/png\"] }\n")
+	b, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.config, append(b, "\n[idempotency]\nenabled = true\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, s)
+	item := binItem("image", "image/png", "shot", b64(file(pngSig, 32)))
+	keyed := func(items ...string) string {
+		return runBody("echo:sources", items, `,"idempotencyKey":"ctx-1","outputArtifact":{"name":"a.txt","mediaType":"text/plain"}`)
+	}
+	status, first := postRun(t, srv, s.token, keyed(item))
+	if status != 200 {
+		t.Fatalf("first: %d %v", status, first)
+	}
+	status, again := postRun(t, srv, s.token, keyed(item))
+	if status != 200 || mustJSON(t, again["artifacts"]) != mustJSON(t, first["artifacts"]) || mustJSON(t, again["sources"]) != mustJSON(t, first["sources"]) || again["runId"] != first["runId"] {
+		t.Errorf("replay: %d %v\nfirst %v", status, again, first)
+	}
+	if status, ans := postRun(t, srv, s.token, keyed(textItem("shot", "changed"))); status != 409 || errCode(ans) != "IDEMPOTENCY_CONFLICT" {
+		t.Errorf("changed attachment: %d %v", status, ans)
+	}
+
+	h := http.Header{"Authorization": {"Bearer " + s.token}, "Content-Type": {"application/json"}}
+	for _, tc := range []struct {
+		item   string
+		status int
+		code   string
+	}{
+		{binItem("image", "image/webp", "w", b64(file(webpSig, 16))), 502, "UNSUPPORTED_MODALITY"},
+		{binItem("image", "image/png", "p", b64(file(jpegSig, 16))), 502, "INVALID_CONTEXT"},
+		{item, 200, ""},
+	} {
+		body := `{"key":"job-` + tc.code + `","request":` + runBody("echo:sources", []string{tc.item}, "") + `}`
+		resp, b := callRaw(t, http.MethodPost, srv.URL+"/v1/jobs/submit", h, body)
+		var ans map[string]any
+		json.Unmarshal(b, &ans)
+		if resp.StatusCode != tc.status || errCode(ans) != tc.code {
+			t.Errorf("job with %.40s: %d %s", tc.item, resp.StatusCode, b)
+		}
+	}
+}
