@@ -185,9 +185,8 @@ type Token struct {
 // They are decoded and checked for shape so a host.toml written for a later
 // release is not silently misread. sessions and jobs are operation grants
 // (Ops); approve_tools and application_tools fill the principal's
-// ApproveTools and ApplicationTools; retrieval is not implemented yet: the
-// host ignores it and `serve` logs a warning when it is set
-// (Unimplemented).
+// ApproveTools and ApplicationTools; retrieval grants become one op per
+// corpus and operation ("retrieval.search:docs", see Ops).
 type Grants struct {
 	Sessions         []string          `toml:"sessions"`
 	Jobs             []string          `toml:"jobs"`
@@ -229,9 +228,10 @@ func (g Grants) Ops() []string {
 }
 
 // Unimplemented reports whether a grant of a feature this build does not
-// implement yet is set (retrieval).
+// implement yet is set. Every grant is implemented now; serve still asks,
+// so the next feature's grant has somewhere to warn.
 func (g Grants) Unimplemented() bool {
-	return g.Retrieval != nil
+	return false
 }
 
 // Empty reports whether no grant is set.
