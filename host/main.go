@@ -51,6 +51,8 @@ func init() {
 		{"run", "run a prompt against a running host and print the result", cliRun},
 		{"sessions", "create | read ID | delete ID: conversation sessions of a running host", cliSessionsCmd},
 		{"jobs", "submit | read ID | events ID | cancel ID: durable jobs of a running host", cliJobsCmd},
+		{"ingest", "--corpus C FILE...: ingest documents into a corpus of a running host", cliIngestCmd},
+		{"search", "--corpus C \"query\": ranked passages of a corpus of a running host", cliSearchCmd},
 		{"plugins", "list | verify | inspect FILE.wasm | pin ID@VERSION FILE.wasm [--write]", cliPlugins},
 		{"qualify", "run the provider conformance scenarios and write a qualification report", cliQualify},
 		{"status", "status of a running host", cliStatus},

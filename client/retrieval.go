@@ -1,0 +1,277 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"regexp"
+)
+
+// The retrieval family's calls (wire-extensions §6.2–§6.5). Each receipt
+// and result is checked before it is returned: a host answering another
+// corpus or source, a digest that is not SHA-256 hex, or an ingestion
+// manifest that does not describe its chunks is INVALID_RESPONSE.
+
+var (
+	retrievalIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$`)
+	sha256Pattern      = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// RetrievalLocation is a passage's location.
+type RetrievalLocation struct {
+	DocumentID string `json:"documentId,omitempty"`
+	Page       int    `json:"page,omitempty"`
+	PageEnd    int    `json:"pageEnd,omitempty"`
+	StartLine  int    `json:"startLine,omitempty"`
+	EndLine    int    `json:"endLine,omitempty"`
+	Section    string `json:"section,omitempty"`
+	ThreadID   string `json:"threadId,omitempty"`
+	MessageID  string `json:"messageId,omitempty"`
+}
+
+// RetrievalSource is a ContextSource.
+type RetrievalSource struct {
+	ID       string             `json:"id"`
+	Revision string             `json:"revision"`
+	Title    string             `json:"title,omitempty"`
+	URI      string             `json:"uri,omitempty"`
+	Location *RetrievalLocation `json:"location,omitempty"`
+}
+
+// IndexIdentity is RetrievalResult.index.
+type IndexIdentity struct {
+	ProviderID string `json:"providerId"`
+	Vendor     string `json:"vendor"`
+	AccountID  string `json:"accountId"`
+	AuthMode   string `json:"authMode"`
+	Model      string `json:"model"`
+	Dimensions int    `json:"dimensions"`
+	Metric     string `json:"metric"`
+	Version    string `json:"version"`
+}
+
+// RetrievalHit is one passage.
+type RetrievalHit struct {
+	ChunkID        string          `json:"chunkId"`
+	Source         RetrievalSource `json:"source"`
+	Text           string          `json:"text"`
+	Score          float64         `json:"score"`
+	DocumentSHA256 string          `json:"documentSha256"`
+	Ingestion      json.RawMessage `json:"ingestion,omitempty"`
+}
+
+// RetrievalResult is a search answer.
+type RetrievalResult struct {
+	Corpus    string         `json:"corpus"`
+	Index     IndexIdentity  `json:"index"`
+	Hits      []RetrievalHit `json:"hits"`
+	Truncated bool           `json:"truncated"`
+}
+
+// SearchRequest is a search body; zero members are left out.
+type SearchRequest struct {
+	Corpus          string   `json:"corpus"`
+	Query           string   `json:"query"`
+	SourceIDs       []string `json:"sourceIds,omitempty"`
+	Limit           int      `json:"limit,omitempty"`
+	MaxContextBytes int      `json:"maxContextBytes,omitempty"`
+	MinScore        *float64 `json:"minScore,omitempty"`
+}
+
+// IngestionManifest is a receipt's ingestion manifest.
+type IngestionManifest struct {
+	Format      string `json:"format"`
+	InputSHA256 string `json:"inputSha256"`
+	InputBytes  int    `json:"inputBytes"`
+	Extractor   *struct {
+		ID      string `json:"id"`
+		Version string `json:"version"`
+	} `json:"extractor"`
+	Chunker *struct {
+		ID       string `json:"id"`
+		MaxBytes int    `json:"maxBytes"`
+	} `json:"chunker"`
+	ExtractedTextBytes int `json:"extractedTextBytes"`
+	IndexedTextBytes   int `json:"indexedTextBytes"`
+	Chunks             int `json:"chunks"`
+	Pages              *struct {
+		Total int   `json:"total"`
+		OCR   []int `json:"ocr"`
+		Empty []int `json:"empty"`
+	} `json:"pages,omitempty"`
+	Messages *struct {
+		Total int `json:"total"`
+		Empty int `json:"empty"`
+	} `json:"messages,omitempty"`
+}
+
+// IndexReceipt is the index and ingest response.
+type IndexReceipt struct {
+	Corpus         string             `json:"corpus"`
+	SourceID       string             `json:"sourceId"`
+	Revision       string             `json:"revision"`
+	DocumentSHA256 string             `json:"documentSha256"`
+	Chunks         int                `json:"chunks"`
+	Status         string             `json:"status"`
+	Ingestion      *IngestionManifest `json:"ingestion,omitempty"`
+}
+
+// DeleteReceipt is the delete response.
+type DeleteReceipt struct {
+	Corpus   string `json:"corpus"`
+	SourceID string `json:"sourceId"`
+	Revision string `json:"revision"`
+	Deleted  bool   `json:"deleted"`
+}
+
+// Search calls POST /v1/retrieval/search.
+func (c *Client) Search(ctx context.Context, req *SearchRequest) (*RetrievalResult, error) {
+	body, err := c.postOp(ctx, "/v1/retrieval/search", req)
+	if err != nil {
+		return nil, err
+	}
+	var r RetrievalResult
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, invalidResponse("the retrieval result does not decode")
+	}
+	if err := checkRetrievalResult(&r, req.Corpus); err != nil {
+		return nil, invalidResponse("%s", err)
+	}
+	return &r, nil
+}
+
+// Index calls POST /v1/retrieval/index with a raw index body (corpus,
+// source, chunks, ingestion?).
+func (c *Client) Index(ctx context.Context, corpus string, source RetrievalSource, body json.RawMessage) (*IndexReceipt, error) {
+	out, err := c.postOp(ctx, "/v1/retrieval/index", body)
+	if err != nil {
+		return nil, err
+	}
+	return checkReceipt(out, corpus, source.ID, source.Revision, false)
+}
+
+// Ingest calls POST /v1/retrieval/ingest: document is one of the four
+// document variants (§6.5), naming source (for a reference: its id and
+// revision).
+func (c *Client) Ingest(ctx context.Context, corpus string, source RetrievalSource, document json.RawMessage) (*IndexReceipt, error) {
+	out, err := c.postOp(ctx, "/v1/retrieval/ingest", map[string]any{"corpus": corpus, "document": document})
+	if err != nil {
+		return nil, err
+	}
+	return checkReceipt(out, corpus, source.ID, source.Revision, true)
+}
+
+// Delete calls POST /v1/retrieval/delete.
+func (c *Client) Delete(ctx context.Context, corpus, sourceID, revision string) (*DeleteReceipt, error) {
+	out, err := c.postOp(ctx, "/v1/retrieval/delete", map[string]string{"corpus": corpus, "sourceId": sourceID, "revision": revision})
+	if err != nil {
+		return nil, err
+	}
+	var d DeleteReceipt
+	if json.Unmarshal(out, &d) != nil || d.Corpus != corpus || d.SourceID != sourceID || d.Revision != revision {
+		return nil, invalidResponse("the delete receipt does not name the source asked for")
+	}
+	return &d, nil
+}
+
+func checkReceipt(body []byte, corpus, sourceID, revision string, manifest bool) (*IndexReceipt, error) {
+	var r IndexReceipt
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, invalidResponse("the receipt does not decode")
+	}
+	switch {
+	case r.Corpus != corpus || r.SourceID != sourceID || r.Revision != revision:
+		return nil, invalidResponse("the receipt does not name the corpus, source and revision asked for")
+	case !sha256Pattern.MatchString(r.DocumentSHA256):
+		return nil, invalidResponse("documentSha256 is not SHA-256 hex")
+	case r.Chunks < 1 || r.Chunks > 256:
+		return nil, invalidResponse("chunks is out of range")
+	case r.Status != "indexed" && r.Status != "unchanged":
+		return nil, invalidResponse("status is not indexed or unchanged")
+	case manifest && r.Ingestion == nil:
+		return nil, invalidResponse("the ingestion manifest is missing")
+	}
+	if m := r.Ingestion; m != nil {
+		if err := checkManifest(m, r.Chunks); err != "" {
+			return nil, invalidResponse("%s", err)
+		}
+	}
+	return &r, nil
+}
+
+func checkManifest(m *IngestionManifest, chunks int) string {
+	switch {
+	case m.Format != "text" && m.Format != "markdown" && m.Format != "pdf" && m.Format != "email":
+		return "ingestion.format is unknown"
+	case !sha256Pattern.MatchString(m.InputSHA256):
+		return "ingestion.inputSha256 is not SHA-256 hex"
+	case m.InputBytes < 1 || m.InputBytes > 33_554_432:
+		return "ingestion.inputBytes is out of range"
+	case m.Extractor == nil || m.Extractor.ID == "" || len(m.Extractor.Version) > 128:
+		return "ingestion.extractor is missing"
+	case m.Chunker == nil || m.Chunker.ID != "source-lines-v1" || m.Chunker.MaxBytes < 128 || m.Chunker.MaxBytes > 16_384:
+		return "ingestion.chunker is not source-lines-v1 with a valid maxBytes"
+	case m.ExtractedTextBytes < 0 || m.ExtractedTextBytes > 1<<20 || m.IndexedTextBytes < 0 || m.IndexedTextBytes > m.ExtractedTextBytes:
+		return "ingestion byte counts are inconsistent"
+	case m.Chunks != chunks || m.IndexedTextBytes > m.Chunks*m.Chunker.MaxBytes:
+		return "ingestion.chunks does not match the receipt"
+	case (m.Format == "pdf") != (m.Pages != nil):
+		return "ingestion.pages must be present exactly for a PDF"
+	}
+	if p := m.Pages; p != nil {
+		if p.Total < 1 || p.Total > 1000 || !pageList(p.OCR, p.Total) || !pageList(p.Empty, p.Total) {
+			return "ingestion.pages is inconsistent"
+		}
+	}
+	if e := m.Messages; e != nil && (e.Total < 1 || e.Total > 1000 || e.Empty < 0 || e.Empty >= e.Total) {
+		return "ingestion.messages is inconsistent"
+	}
+	return ""
+}
+
+// pageList: increasing page numbers within 1..total.
+func pageList(pages []int, total int) bool {
+	if pages == nil {
+		return false
+	}
+	prev := 0
+	for _, p := range pages {
+		if p <= prev || p > total {
+			return false
+		}
+		prev = p
+	}
+	return true
+}
+
+func checkRetrievalResult(r *RetrievalResult, corpus string) error {
+	id := r.Index
+	switch {
+	case r.Corpus != corpus:
+		return fieldError("the result is for another corpus")
+	case id.Dimensions < 1 || id.Dimensions > 4096 || id.Metric != "cosine" || (id.AuthMode != "api-key" && id.AuthMode != "none") ||
+		id.Model == "" || id.ProviderID == "" || id.Version == "":
+		return fieldError("the index identity is invalid")
+	case r.Hits == nil || len(r.Hits) > 16:
+		return fieldError("hits must be an array of at most 16")
+	}
+	seen := map[string]bool{}
+	for _, h := range r.Hits {
+		l := h.Source.Location
+		switch {
+		case !retrievalIDPattern.MatchString(h.ChunkID) || seen[h.ChunkID]:
+			return fieldError("chunk ids must be unique RetrievalIds")
+		case !retrievalIDPattern.MatchString(h.Source.ID) || !retrievalIDPattern.MatchString(h.Source.Revision):
+			return fieldError("a hit's source is invalid")
+		case math.IsNaN(h.Score) || h.Score < -1 || h.Score > 1:
+			return fieldError("a score is outside -1..1")
+		case !sha256Pattern.MatchString(h.DocumentSHA256):
+			return fieldError("a hit's documentSha256 is not SHA-256 hex")
+		case l != nil && ((l.PageEnd != 0 && l.PageEnd < l.Page) || (l.EndLine != 0 && l.EndLine < l.StartLine) ||
+			(l.DocumentID != "" && l.DocumentID != h.Source.ID)):
+			return fieldError("a hit's location is inconsistent")
+		}
+		seen[h.ChunkID] = true
+	}
+	return nil
+}

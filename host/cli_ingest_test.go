@@ -1,0 +1,39 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCLIIngestSearch: adhost ingest prints a receipt per file (and
+// "unchanged" the second time), adhost search the passages with source,
+// revision and location; a missing file fails that file only.
+func TestCLIIngestSearch(t *testing.T) {
+	e := newRetrEnv(t, false)
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte(retrAlice), 0o600)
+	md := filepath.Join(dir, "guide notes.md")
+	os.WriteFile(md, []byte("# Battery\nThe cell lasted 812 hours.\n"), 0o600)
+	args := []string{"ingest", "--url", e.url, "--token-file", tok, "--corpus", "docs", md}
+	code, stdout, stderr := cliTestRun(t, args...)
+	if code != cliExitOK || !strings.Contains(stdout, `"sourceId":"guide-notes.md"`) || !strings.Contains(stdout, `"status":"indexed"`) || !strings.Contains(stderr, "[1/1]") {
+		t.Fatalf("ingest: %d %q %q", code, stdout, stderr)
+	}
+	if code, stdout, _ = cliTestRun(t, args...); code != cliExitOK || !strings.Contains(stdout, `"status":"unchanged"`) {
+		t.Errorf("ingest again: %d %q", code, stdout)
+	}
+	code, stdout, stderr = cliTestRun(t, "ingest", "--url", e.url, "--token-file", tok, "--corpus", "docs", filepath.Join(dir, "missing.txt"), md)
+	if code != cliExitFail || strings.Count(stdout, "\n") != 1 || !strings.Contains(stderr, "missing.txt") {
+		t.Errorf("ingest with a missing file: %d %q %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = cliTestRun(t, "search", "--url", e.url, "--token-file", tok, "--corpus", "docs", "battery hours")
+	if code != cliExitOK || !strings.Contains(stdout, "guide-notes.md@sha256-") || !strings.Contains(stdout, `section "Battery", lines 1-2`) || !strings.Contains(stdout, "812 hours") {
+		t.Errorf("search: %d %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr = cliTestRun(t, "search", "--url", e.url, "--token-file", tok, "--corpus", "nope", "x"); code != cliExitFail || !strings.Contains(stderr, "FORBIDDEN") {
+		t.Errorf("search a corpus without a grant: %d %q", code, stderr)
+	}
+}
