@@ -147,6 +147,18 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 		return nil, err
 	}
 	defer cancel()
+	if s.direct && limit > 0 && limit <= maxLiteral {
+		// A page: its records' subjects are known, and a get of literal
+		// subjects costs the server one index lookup each, where a
+		// wildcard filter costs it every subject of the log.
+		recs, ok, err := s.readLiteral(ctx, log, after, limit, maxBytes)
+		if err != nil {
+			return nil, s.fail(err)
+		}
+		if ok {
+			return recs, nil
+		}
+	}
 	start := uint64(1)
 	if after > 0 {
 		m, err := s.getLast(ctx, s.logSubject(log, after+1))
@@ -340,6 +352,75 @@ func (s *Store) scan(ctx context.Context, stream, filter string, start uint64, e
 			if !each(r) {
 				return nil // the rest of the batch goes with the inbox
 			}
+		}
+	}
+}
+
+// maxLiteral bounds the subjects of one literal page read (the server
+// answers at most 1,024 of a multi-subject get).
+const maxLiteral = 1000
+
+// readLiteral reads up to limit records after after with one multi-subject
+// direct get of the subjects "<…name>.<after+1>" … "<…name>.<after+limit>".
+// ok is false when record after+1 has no message of its own (it is inside
+// a multi-record frame, or past the end): the caller then reads by filter.
+func (s *Store) readLiteral(ctx context.Context, log string, after uint64, limit, maxBytes int) ([]durable.Record, bool, error) {
+	subjects := make([]string, limit)
+	for i := range subjects {
+		subjects[i] = s.logSubject(log, after+1+uint64(i))
+	}
+	req, _ := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+		Batch     int      `json:"batch"`
+	}{subjects, limit})
+	inbox := s.nc.NewInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, false, err
+	}
+	defer sub.Unsubscribe()
+	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.stream, inbox, req); err != nil {
+		return nil, false, err
+	}
+	var out []durable.Record
+	total, next := 0, after+1
+	done := false
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		r, err := directMsg(m)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, false, nil
+		case errors.Is(err, errEOB):
+			return out, len(out) > 0, nil
+		case err != nil:
+			return nil, false, err
+		}
+		if done {
+			continue // drain the rest of the answer
+		}
+		f, err := parseFrame(r)
+		if err != nil {
+			return nil, false, err
+		}
+		if f.first != next {
+			if len(out) == 0 {
+				return nil, false, nil
+			}
+			done = true // a gap: the page ends before it
+			continue
+		}
+		for _, d := range f.recs {
+			if len(out) > 0 && (len(out) >= limit || (maxBytes > 0 && total+len(d) > maxBytes)) {
+				done = true
+				break
+			}
+			out = append(out, durable.Record{Seq: next, Data: d})
+			total += len(d)
+			next++
 		}
 	}
 }

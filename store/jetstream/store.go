@@ -268,7 +268,7 @@ func wrongLast(err error) bool {
 // error, which the features answer as their store-unavailable code.
 func (s *Store) fail(err error) error {
 	switch c := apiCode(err); {
-	case s.closed.Load() || errors.Is(err, nats.ErrConnectionClosed) && s.closed.Load():
+	case s.closed.Load():
 		return durable.ErrClosed
 	case errors.Is(err, nats.ErrMaxPayload) || c == codeMessageTooLarge:
 		return fmt.Errorf("%w: %v", durable.ErrTooLarge, err)
