@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -102,21 +103,17 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 		return 0, err
 	}
 	defer cancel()
-	f, err := s.lastFrame(ctx, log)
-	if err != nil {
-		return 0, s.fail(err)
-	}
-	last := uint64(0)
-	if f.streamSeq != 0 {
-		last = f.last()
-	}
-	if last != expectLast {
-		return 0, durable.ErrSequence
-	}
 	if len(recs) == 0 {
+		last, err := s.lastSeq(ctx, log)
+		if err != nil {
+			return 0, s.fail(err)
+		}
+		if last != expectLast {
+			return 0, durable.ErrSequence
+		}
 		return last, nil
 	}
-	msg := nats.NewMsg(s.logSubject(log, last+1))
+	msg := nats.NewMsg(s.logSubject(log, expectLast+1))
 	if len(recs) == 1 {
 		msg.Data = recs[0]
 	} else {
@@ -132,13 +129,91 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 		msg.Data = b
 		msg.Header.Set(headerCount, strconv.Itoa(len(recs)))
 	}
-	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(f.streamSeq, s.logFilter(log))); err != nil {
-		if wrongLast(err) {
+	// The stream sequence of the log's last message is the check. This
+	// process's last append to the log gives it without a lookup (the
+	// usual case: one writer per log); when it is stale, or unknown, the
+	// server refuses or there is nothing cached, and the lookup decides.
+	tail, cached := s.tails.get(log, expectLast)
+	for attempt := 0; ; attempt++ {
+		if !cached {
+			f, err := s.lastFrame(ctx, log)
+			if err != nil {
+				return 0, s.fail(err)
+			}
+			last := uint64(0)
+			if f.streamSeq != 0 {
+				last = f.last()
+			}
+			if last != expectLast {
+				s.tails.forget(log)
+				return 0, durable.ErrSequence
+			}
+			tail = f.streamSeq
+		}
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(tail, s.logFilter(log)))
+		if err == nil {
+			s.tails.put(log, expectLast+uint64(len(recs)), ack.Sequence)
+			return expectLast + uint64(len(recs)), nil
+		}
+		s.tails.forget(log)
+		if !wrongLast(err) {
+			return 0, s.fail(err)
+		}
+		if !cached || attempt > 0 {
 			return 0, durable.ErrSequence
 		}
-		return 0, s.fail(err)
+		cached = false // stale: look the log up
 	}
-	return last + uint64(len(recs)), nil
+}
+
+// lastSeq is the log's last sequence.
+func (s *Store) lastSeq(ctx context.Context, log string) (uint64, error) {
+	f, err := s.lastFrame(ctx, log)
+	if err != nil || f.streamSeq == 0 {
+		return 0, err
+	}
+	return f.last(), nil
+}
+
+// tails remembers, per log this process appended to, the log sequence
+// and stream sequence of its last message: a bounded cache that only
+// saves lookups (the server checks every append).
+type tails struct {
+	mu sync.Mutex
+	m  map[string][2]uint64
+}
+
+const maxTails = 4096
+
+func (t *tails) get(log string, last uint64) (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.m[log]
+	if !ok || v[0] != last {
+		return 0, false
+	}
+	return v[1], true
+}
+
+func (t *tails) put(log string, last, streamSeq uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string][2]uint64{}
+	}
+	if _, ok := t.m[log]; !ok && len(t.m) >= maxTails {
+		for k := range t.m { // drop one, any
+			delete(t.m, k)
+			break
+		}
+	}
+	t.m[log] = [2]uint64{last, streamSeq}
+}
+
+func (t *tails) forget(log string) {
+	t.mu.Lock()
+	delete(t.m, log)
+	t.mu.Unlock()
 }
 
 func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBytes int) ([]durable.Record, error) {
@@ -247,6 +322,7 @@ func (s *Store) DeleteLog(ctx context.Context, log string) error {
 		return err
 	}
 	defer cancel()
+	s.tails.forget(log)
 	if err := s.logs.Purge(ctx, jetstream.WithPurgeSubject(s.logFilter(log))); err != nil {
 		return s.fail(err)
 	}

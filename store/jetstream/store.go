@@ -61,6 +61,7 @@ type Store struct {
 	log     *slog.Logger
 	closed  atomic.Bool
 	timeout time.Duration
+	tails   tails // logs.go
 }
 
 var _ durable.Store = (*Store)(nil)
