@@ -134,7 +134,7 @@ func TestErrorMatrix(t *testing.T) {
 		{"maxSteps 65", "POST", "/v1/runs", jsonPost(tok), run(`"maxSteps":65`), 400, protocol.CodeInvalidRequest, false},
 		{"duplicate tools", "POST", "/v1/runs", jsonPost(tok), run(`"tools":["conformance_lookup","conformance_lookup"]`), 400, protocol.CodeInvalidRequest, false},
 		{"applicationTools (not implemented)", "POST", "/v1/runs", jsonPost(tok), run(`"applicationTools":[]`), 400, protocol.CodeInvalidRequest, false},
-		{"attachments (not implemented)", "POST", "/v1/runs", jsonPost(tok), run(`"attachments":[]`), 400, protocol.CodeInvalidRequest, false},
+		{"attachments not an array", "POST", "/v1/runs", jsonPost(tok), run(`"attachments":{}`), 400, protocol.CodeInvalidRequest, false},
 
 		// Semantic validation (§3.3), before authorization.
 		{"unknown provider", "POST", "/v1/runs", jsonPost(tok), `{"provider":"nope","model":"fixture-model","input":"x"}`, 400, protocol.CodeUnknownProvider, false},

@@ -36,12 +36,13 @@ const (
 	stateMarker  = "private-state-marker"
 )
 
-// coreFeatures is what /v1/protocol must advertise, in upstream order: the
-// seven core features and nothing else (no extension is implemented).
+// coreFeatures is what /v1/protocol must advertise for the test site, in
+// upstream order: the seven core features and the always-on context
+// features (no other extension is configured there).
 var coreFeatures = []string{
 	"json-results", "event-stream", "cancel-on-disconnect",
 	"optional-idle-timeout", "required-capabilities", "optional-events",
-	"provider-discovery",
+	"provider-discovery", "context-inputs", "draft-artifacts",
 }
 
 // structuredSchema requires exactly {"ok": true}.
