@@ -23,6 +23,8 @@ import (
 	"adhost/runtime/protocol"
 	"adhost/runtime/sessions"
 	"adhost/store"
+	"adhost/store/jetstream"
+	"adhost/store/jetstream/natstest"
 )
 
 // The tests of conversation-sessions over real HTTP (wire-extensions §3):
@@ -696,6 +698,15 @@ func BenchmarkSessionTurn(b *testing.B) {
 		{"memory", func(*testing.B) sessions.Store { return durable.NewMemory() }},
 		{"badger", func(b *testing.B) sessions.Store {
 			st, err := store.Open(b.TempDir(), store.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			return st
+		}},
+		{"jetstream", func(b *testing.B) sessions.Store {
+			srv := natstest.Start(b, "")
+			st, err := jetstream.Open(context.Background(), jetstream.Options{URLs: []string{srv.URL}})
 			if err != nil {
 				b.Fatal(err)
 			}
