@@ -28,8 +28,21 @@
 // first record's log sequence: the record at a sequence is one direct
 // get, a multi-record Append is one message (a frame) and so commits
 // whole, and the per-log expected-last check is the server's
-// expected-last-subject-sequence over the log's wildcard subject. Pages
-// are one batched direct get.
+// expected-last-subject-sequence over the log's wildcard subject. An
+// Append costs one publish when this process made the log's last append
+// (a bounded cache of each log's last stream sequence; the server still
+// checks), one lookup more otherwise. A page is one direct get of its
+// records' literal subjects (a wildcard filter makes the server walk
+// every subject of the log); a whole-log read is a batched direct get by
+// filter.
+//
+// Measured on the loaded 2-core development machine, in-process server,
+// replicas 1, every write synced (go test -run '^$' -bench . -benchtime
+// 1000x ./store/jetstream/ and -bench SessionTurn ./host/): a session
+// turn's three store operations p50 0.40 ms (Badger 0.35–4 ms with the
+// load); a JSON session turn over HTTP 2.1 ms/op (Badger 3.4 ms/op);
+// appends from 8 logs 0.14 ms each (Badger 0.04 ms); a 100-event page
+// 2.3 ms (Badger 0.08 ms).
 //
 // Leases (kv.go) are compare-and-set writes of one record each; the
 // fencing token of an acquisition is the revision of the record it
@@ -69,6 +82,9 @@
 //     the largest job record, max_job_bytes, or jobs with large requests
 //     fail JOB_RECORD_LIMIT). Larger messages are durable.ErrTooLarge;
 //     an account or server out of storage is durable.ErrFull.
+//   - One subject per append means the server indexes every record's
+//     subject (some tens of bytes of memory each) until the log is
+//     deleted: bounded by the features' retention and capacity.
 //   - Deleted keys leave a delete marker (History 1 keeps only it), so
 //     revisions stay monotonic across re-creation; retention of jobs and
 //     sessions is the features' own sweep, as on Badger.
