@@ -224,8 +224,16 @@ func (rc *runContext) Assemble(ctx context.Context, exec runtime.ContextExec) (s
 		if err := checkSource(&it.Source); err != nil {
 			return nil, err
 		}
-		n, bin, err := content(&it, opts.MaxBytes-total)
-		if err != nil {
+		var n int
+		var bin []byte
+		if it.Type != "text" && origin == "inline" && i < len(rc.bins) && rc.bins[i] != nil {
+			// Encoding and signature were checked by Check: only the host
+			// budget is new (§4 step 3 with L = maxBytes - total).
+			bin, n = rc.bins[i], len(rc.bins[i])
+			if n > opts.MaxBytes-total {
+				return nil, fail(CodeContextTooLarge)
+			}
+		} else if n, bin, err = content(&it, opts.MaxBytes-total); err != nil {
 			return nil, err
 		}
 		total += n
