@@ -243,3 +243,34 @@ func TestClusterStoreOutage(t *testing.T) {
 func jobState(state string) func(*client.JobInfo) bool {
 	return func(j *client.JobInfo) bool { return j.State == state }
 }
+
+// siteBackend, when set, rewrites every new site's host.toml: the backend
+// matrix runs the durable-state crash tests on JetStream with it.
+var siteBackend func(doc string) string
+
+// TestJetStreamBackendMatrix runs the durable-state crash tests of the
+// Badger store unchanged on a JetStream store (one in-process server per
+// test, one host at a time): kill -9 at the same points, the same
+// promises. A host restarted after kill -9 is the same presence (its id is
+// in its local directory), so it recovers its own work at once, as on
+// Badger.
+func TestJetStreamBackendMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the crash tests again, on JetStream")
+	}
+	for name, test := range map[string]func(*testing.T){
+		"SessionsSurviveKill":     TestSessionsSurviveKill,
+		"IdempotencyAcrossKill9":  TestIdempotencyAcrossKill9,
+		"JobsSurviveKill9":        TestJobsSurviveKill9,
+		"JobsThousandAcrossKills": TestJobsThousandAcrossKills,
+	} {
+		t.Run(name, func(t *testing.T) {
+			js := natstest.Start(t, "")
+			siteBackend = func(doc string) string {
+				return strings.Replace(doc, "version = 1\n", fmt.Sprintf("version = 1\n\n[store]\nbackend = \"jetstream\"\n\n[store.jetstream]\nurl = %q\nbucket_prefix = \"M\"\n", js.URL), 1)
+			}
+			defer func() { siteBackend = nil }()
+			test(t)
+		})
+	}
+}

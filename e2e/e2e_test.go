@@ -169,6 +169,9 @@ secret = { file = "data/dev.token" }
 providers = ["fixture"]
 tools = ["conformance_lookup"]
 `, filepath.Base(fx.path), fx.digest, filepath.Base(ct.path), ct.digest)
+	if siteBackend != nil {
+		doc = siteBackend(doc) // the backend matrix (cluster_test.go)
+	}
 	if err := os.WriteFile(s.config, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}

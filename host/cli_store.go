@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,7 +35,10 @@ func (h *cliHost) openDurable(ctx context.Context, cfg *config.File, log *slog.L
 		return nil
 	}
 	j := cfg.Store.JetStream
-	id := cliPresenceID()
+	id, err := cliPresenceID(cfg.Store.Path)
+	if err != nil {
+		return fmt.Errorf("store.path: %w", err)
+	}
 	st, err := jetstream.Open(ctx, jetstream.Options{
 		URLs: j.URL, CredentialsFile: j.Credentials, Replicas: j.Replicas, BucketPrefix: j.BucketPrefix,
 		Name: "adhost " + id, Logger: log,
@@ -69,18 +74,37 @@ func (h *cliHost) closeShared(ctx context.Context) error {
 	return err
 }
 
-// cliPresenceID is a fresh id per process: a restarted host is a new
-// holder, and its predecessor's work is recovered as a dead host's.
-func cliPresenceID() string {
+// cliPresenceID is this host's id on the shared store, kept in its local
+// directory (store.path/presence-id, created on first use): two running
+// hosts never share a directory (the Badger lock), so ids are unique, and
+// a host restarted after kill -9 is the same holder again — it takes its
+// job worker lease back at once and interrupts its own unfinished session
+// turns, instead of waiting for its old presence to lapse.
+func cliPresenceID(dir string) (string, error) {
+	path := filepath.Join(dir, "presence-id")
+	if b, err := os.ReadFile(path); err == nil {
+		id := strings.TrimSpace(string(b))
+		if durable.CheckKey(durable.PresencePrefix+id) == nil && strings.HasPrefix(id, "h-") {
+			return id, nil
+		}
+		return "", fmt.Errorf("%s: not a presence id; remove it to get a new one", path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "h-" + hex.EncodeToString(b[:])
+	id := "h-" + hex.EncodeToString(b[:])
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // leaseOwner is the job worker's lease holder on a shared store: this
-// process (hosts of one deployment share usage.host_id, which would let a
-// starting host fence a live one). On Badger: the host id, so a host
-// restarted after kill -9 takes its store over at once.
+// host's presence id (hosts of one deployment share usage.host_id, which
+// would let a starting host fence a live one; the presence id is the same
+// only for the same host restarted, which takes its lease back at once).
+// On Badger: empty, the host id.
 func (h *cliHost) leaseOwner() string {
 	if h.presence != nil {
 		return h.presence.ID()
