@@ -330,3 +330,28 @@ func TestContextDurable(t *testing.T) {
 		}
 	}
 }
+
+// TestContextMediaAdapterRefused: PDF enabled for the Chat Completions
+// adapter, which cannot carry it, stops `serve` with the key, its line and
+// the extension; images for the same model are fine.
+func TestContextMediaAdapterRefused(t *testing.T) {
+	s := newSite(t)
+	oa := copyPlugin(t, s.dir, "openai", "1.0.0")
+	base, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ADHOST_E2E_OPENAI_KEY", "sk-test")
+	doc := string(base) + fmt.Sprintf("\n[[extensions]]\nid = \"openai\"\nversion = \"1.0.0\"\nmodule = %q\nsha256 = %q\n", filepath.Base(oa.path), oa.digest) +
+		"\n[[providers]]\nid = \"openai-main\"\nextension = \"openai@1.0.0\"\nmodels = [\"gpt-4o\"]\nsecrets = { api_key = { env = \"ADHOST_E2E_OPENAI_KEY\" } }\n" +
+		"input_media_types = { \"gpt-4o\" = [\"image/png\", \"application/pdf\"] }\n"
+	if err := os.WriteFile(s.config, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Count(doc[:strings.Index(doc, "input_media_types = { \"gpt-4o\"")], "\n") + 1
+	code, stdout, stderr := adhost(t, "serve", "--config", s.config, "--listen", "127.0.0.1:0")
+	want := fmt.Sprintf("host.toml:%d: providers[1].input_media_types.gpt-4o: \"application/pdf\": extension openai@1.0.0 cannot carry PDF documents", line)
+	if code == 0 || strings.Contains(stdout, "listening on") || !strings.Contains(stderr, want) || strings.Contains(stderr, "image/png") {
+		t.Errorf("exit %d, stderr %s\nwant %s", code, stderr, want)
+	}
+}
