@@ -355,3 +355,33 @@ func TestContextMediaAdapterRefused(t *testing.T) {
 		t.Errorf("exit %d, stderr %s\nwant %s", code, stderr, want)
 	}
 }
+
+// TestContextHostBudget: [context] max_bytes is checked when the context is
+// assembled, after run.started: a stream shows run.started then run.failed
+// CONTEXT_TOO_LARGE, JSON mode answers 502 with the code; exactly at the
+// budget the run completes.
+func TestContextHostBudget(t *testing.T) {
+	s := newSite(t)
+	b, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.config, append(b, "\n[context]\nmax_bytes = 100\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, s)
+	over := runBody("echo:sources", []string{textItem("a", strings.Repeat("x", 60)), textItem("b", strings.Repeat("y", 41))}, "")
+	at := runBody("echo:sources", []string{textItem("a", strings.Repeat("x", 60)), textItem("b", strings.Repeat("y", 40))}, "")
+	if status, ans := postRun(t, srv, s.token, at); status != 200 || ans["text"] != "sources: a b; files: " {
+		t.Errorf("at the budget: %d %v", status, ans)
+	}
+	if status, ans := postRun(t, srv, s.token, over); status != 502 || errCode(ans) != "CONTEXT_TOO_LARGE" {
+		t.Errorf("one byte over, JSON: %d %v", status, ans)
+	}
+	h := http.Header{"Authorization": {"Bearer " + s.token}, "Content-Type": {"application/json"}, "Accept": {"text/event-stream"}}
+	resp, body := callRaw(t, http.MethodPost, srv.URL+"/v1/runs", h, over)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "event: run.started") ||
+		!strings.Contains(string(body), "event: run.failed") || !strings.Contains(string(body), `"CONTEXT_TOO_LARGE"`) || strings.Contains(string(body), "step.started") {
+		t.Errorf("one byte over, SSE: %d %s", resp.StatusCode, body)
+	}
+}
