@@ -535,3 +535,8 @@ type notDispatched struct{ err *protocol.Error }
 
 func (n notDispatched) Error() string { return n.err.Error() }
 func (n notDispatched) Unwrap() error { return n.err }
+
+// NewID returns a random version 4 UUID in lowercase, as run ids are.
+// Features hand out their ids (approvals, tool executions) from it: an
+// unguessable id is no way into another subject's run.
+func NewID() string { return newUUID() }

@@ -13,8 +13,6 @@ package approvals
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"sync"
@@ -177,7 +175,7 @@ func (s *Service) Review(ctx context.Context, rv *runtime.Review) (runtime.Revie
 	}
 	now := s.cfg.Now()
 	p := &pending{
-		id: newID(), runID: rv.RunID, subject: rv.Subject, provider: rv.Provider,
+		id: runtime.NewID(), runID: rv.RunID, subject: rv.Subject, provider: rv.Provider,
 		call: *rv, args: args, requestedAt: now, settled: make(chan settlement, 1),
 	}
 	if rv.Policy.ExpiresAfter > 0 {
@@ -292,14 +290,3 @@ func (s *Service) finishLocked(ctx context.Context, p *pending, out runtime.Revi
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-// newID returns a random version 4 UUID: approval ids are unguessable, so
-// knowing one is no way into another subject's run.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}

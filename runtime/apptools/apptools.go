@@ -15,8 +15,6 @@ package apptools
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -170,7 +168,7 @@ var errToolFailed = errors.New("apptools: the application did not confirm an out
 // x.Progress. When ctx ends first the ticket is withdrawn.
 func (s *Service) ExecuteTool(ctx context.Context, x *runtime.ToolExecution) (json.RawMessage, error) {
 	t := &ticket{
-		id: newID(), runID: x.RunID, callID: x.Call.ID, name: x.Call.Name, subject: x.Subject,
+		id: runtime.NewID(), runID: x.RunID, callID: x.Call.ID, name: x.Call.Name, subject: x.Subject,
 		provider: x.Provider, progress: x.Progress, check: x.CheckOutput, result: make(chan submission, 1),
 	}
 	body, err := json.Marshal(executionRequest{
@@ -212,14 +210,4 @@ func (s *Service) withdraw(t *ticket) {
 	t.finished = true
 	delete(s.tickets, t.id)
 	s.mu.Unlock()
-}
-
-// newID returns a random version 4 UUID.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
