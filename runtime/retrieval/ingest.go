@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"adhost/runtime"
-	"adhost/runtime/protocol"
 )
 
 // Ingestion bounds (§6.5 defaults; the host can lower them).
@@ -179,13 +178,13 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 	var input []byte
 	switch req.Doc.Type {
 	case "reference":
-		return nil, protocol.New(CodeContextUnavailable)
+		return nil, fail(CodeContextUnavailable)
 	case "pdf":
-		return nil, protocol.New(CodePDFExtractorRequired)
+		return nil, fail(CodePDFExtractorRequired)
 	case "text":
 		input = []byte(req.Doc.Text)
 		if !validText(req.Doc.Text) {
-			return nil, protocol.New(CodeInvalidDocument)
+			return nil, fail(CodeInvalidDocument)
 		}
 		text := normaliseLines(req.Doc.Text)
 		m.ExtractedTextBytes = len(text)
@@ -205,7 +204,7 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 		m.Messages = &MessageCounts{Total: len(req.Doc.Messages)}
 		for _, msg := range req.Doc.Messages {
 			if !validText(msg.Text) {
-				return nil, protocol.New(CodeInvalidDocument)
+				return nil, fail(CodeInvalidDocument)
 			}
 			if strings.TrimSpace(msg.Text) == "" {
 				m.Messages.Empty++
@@ -217,12 +216,12 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 		}
 	}
 	if len(input) > MaxDocumentBytes {
-		return nil, protocol.New(CodeDocumentLimit)
+		return nil, fail(CodeDocumentLimit)
 	}
 	sum := sha256.Sum256(input)
 	m.InputSHA256, m.InputBytes = hex.EncodeToString(sum[:]), len(input)
 	if m.ExtractedTextBytes > MaxExtractedBytes {
-		return nil, protocol.New(CodeDocumentLimit)
+		return nil, fail(CodeDocumentLimit)
 	}
 	offset := 0
 	if src.Location != nil && src.Location.StartLine > 1 {
@@ -233,7 +232,7 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 		return nil, err
 	}
 	if len(chunks) == 0 {
-		return nil, protocol.New(CodeEmptyDocument)
+		return nil, fail(CodeEmptyDocument)
 	}
 	m.Chunks = len(chunks)
 	for _, ch := range chunks {
@@ -344,7 +343,7 @@ func chunkSegments(sourceID string, segs []segment, maxBytes, offset int) ([]Chu
 				return nil
 			}
 			if len(out) == MaxChunks {
-				return protocol.New(CodeDocumentLimit)
+				return fail(CodeDocumentLimit)
 			}
 			loc := sg.loc
 			loc.StartLine, loc.EndLine = first+offset, last+offset

@@ -43,7 +43,7 @@ func TestIngestMarkdown(t *testing.T) {
 	want := map[string]string{
 		"Intro line": ":1-1",
 		"# Install\nRun make.\n```\n# not a heading\n```\nDone.": "Install:3-8",
-		"Usage\n=====\nCall it.":                                  "Usage:10-12",
+		"Usage\n=====\nCall it.":                                 "Usage:10-12",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("chunks %v", got)
@@ -79,7 +79,7 @@ func TestIngestMarkdown(t *testing.T) {
 	wantCode(t, "changed chunking, same revision", err, CodeSourceConflict)
 }
 
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+func itoa(n int) string         { b, _ := json.Marshal(n); return string(b) }
 func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // TestIngestEmail: one segment per message, each chunk with its thread

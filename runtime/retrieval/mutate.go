@@ -105,7 +105,7 @@ func (s *Service) Put(ctx context.Context, p *runtime.Principal, req *IndexReque
 			res.Status = "unchanged" // a concurrent identical request won
 			return res, nil
 		}
-		return nil, protocol.New(CodeSourceConflict)
+		return nil, fail(CodeSourceConflict)
 	}
 	if err := c.fits(prev, req); err != nil {
 		return nil, err
@@ -119,9 +119,9 @@ func (s *Service) Put(ctx context.Context, p *runtime.Principal, req *IndexReque
 	}
 	switch {
 	case errors.Is(err, durable.ErrExists), errors.Is(err, durable.ErrRevision):
-		return nil, protocol.New(CodeSourceConflict)
+		return nil, fail(CodeSourceConflict)
 	case errors.Is(err, durable.ErrFull), errors.Is(err, durable.ErrTooLarge):
-		return nil, protocol.Wrap(CodeIndexFull, err)
+		return nil, failWrap(CodeIndexFull, err)
 	case err != nil:
 		return nil, storeError(err)
 	}
@@ -141,10 +141,10 @@ func (c *corpus) indexable(subject string, src Source, sum string) (*liveDoc, er
 		return nil, nil
 	}
 	if !c.visible(d, subject) {
-		return nil, protocol.New(CodeContextNotFound)
+		return nil, fail(CodeContextNotFound)
 	}
 	if d.rec.Source.Revision == src.Revision && d.rec.Digest != sum {
-		return nil, protocol.New(CodeSourceConflict)
+		return nil, fail(CodeSourceConflict)
 	}
 	return d, nil
 }
@@ -157,7 +157,7 @@ func (c *corpus) fits(prev *liveDoc, req *IndexRequest) error {
 	var add int64
 	for _, ch := range req.Chunks {
 		if o := c.owner[ch.ID]; o != nil && o != prev {
-			return protocol.New(CodeChunkConflict)
+			return fail(CodeChunkConflict)
 		}
 		add += int64(len(ch.Text))
 	}
@@ -167,7 +167,7 @@ func (c *corpus) fits(prev *liveDoc, req *IndexRequest) error {
 		bytes -= prev.bytes
 	}
 	if rows > c.MaxChunks || bytes > c.MaxPayloadBytes {
-		return protocol.New(CodeIndexFull)
+		return fail(CodeIndexFull)
 	}
 	return nil
 }
@@ -203,11 +203,11 @@ func (s *Service) Remove(ctx context.Context, p *runtime.Principal, req *DeleteR
 		return res, nil
 	}
 	if d.rec.Source.Revision != req.Revision {
-		return nil, protocol.New(CodeSourceConflict)
+		return nil, fail(CodeSourceConflict)
 	}
 	if err := s.kv.Delete(ctx, docKey(c.ID, req.SourceID), d.kvRev); err != nil {
 		if errors.Is(err, durable.ErrRevision) {
-			return nil, protocol.New(CodeSourceConflict)
+			return nil, fail(CodeSourceConflict)
 		}
 		return nil, storeError(err)
 	}

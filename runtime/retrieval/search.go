@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"adhost/runtime"
-	"adhost/runtime/protocol"
 )
 
 // Result is RetrievalResult (§6.2).
@@ -99,7 +98,7 @@ func (c *corpus) authorized(subject string, ids []string) (map[*liveDoc]string, 
 	for _, id := range ids {
 		d, ok := c.docs[id]
 		if !ok || !c.visible(d, subject) {
-			return nil, protocol.New(CodeContextNotFound)
+			return nil, fail(CodeContextNotFound)
 		}
 		out[d] = d.rec.Source.Revision
 	}

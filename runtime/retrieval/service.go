@@ -221,7 +221,7 @@ func (s *Service) checkIdentity(ctx context.Context, c *corpus) error {
 		return fmt.Errorf("retrieval: corpus %s: read identity: %w", c.ID, err)
 	}
 	if !bytes.Equal(e.Value, c.identityJSON) {
-		return protocol.Wrap(CodeIndexIncompatible, fmt.Errorf("retrieval: corpus %s: the stored index identity %s differs from the configured %s", c.ID, e.Value, c.identityJSON))
+		return failWrap(CodeIndexIncompatible, fmt.Errorf("retrieval: corpus %s: the stored index identity %s differs from the configured %s", c.ID, e.Value, c.identityJSON))
 	}
 	return nil
 }
@@ -353,7 +353,7 @@ func (s *Service) grant(p *runtime.Principal, op, corpusID string) (*corpus, err
 	}
 	c, ok := s.corpora[corpusID]
 	if !ok {
-		return nil, protocol.New(CodeContextNotFound)
+		return nil, fail(CodeContextNotFound)
 	}
 	return c, nil
 }
@@ -404,11 +404,11 @@ func (s *Service) embed(ctx context.Context, c *corpus, p *runtime.Principal, op
 			return nil, embedError(err)
 		}
 		if len(vecs) != end-start {
-			return nil, protocol.Wrap(CodeInvalidEmbedding, fmt.Errorf("corpus %s: %d vectors for %d texts", c.ID, len(vecs), end-start))
+			return nil, failWrap(CodeInvalidEmbedding, fmt.Errorf("corpus %s: %d vectors for %d texts", c.ID, len(vecs), end-start))
 		}
 		for _, v := range vecs {
 			if err := normalise(v, c.Identity.Dimensions); err != nil {
-				return nil, protocol.Wrap(CodeInvalidEmbedding, fmt.Errorf("corpus %s: %w", c.ID, err))
+				return nil, failWrap(CodeInvalidEmbedding, fmt.Errorf("corpus %s: %w", c.ID, err))
 			}
 		}
 		if s.opts.Usage != nil {
@@ -459,11 +459,11 @@ func embedError(err error) error {
 	case protocol.CodeProviderAuth:
 		code = CodeEmbeddingAuth
 	case protocol.CodeProviderError:
-		e := protocol.Wrap(CodeEmbeddingHTTP, err)
+		e := failWrap(CodeEmbeddingHTTP, err)
 		e.Retryable = pe.Retryable
 		return e
 	default:
 		code = CodeEmbeddingFailed
 	}
-	return protocol.Wrap(code, err)
+	return failWrap(code, err)
 }

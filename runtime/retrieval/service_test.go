@@ -282,3 +282,14 @@ func TestDigestIsCanonical(t *testing.T) {
 		t.Errorf("canonical form escapes HTML: %s", canon)
 	}
 }
+
+// TestMessages: every retrieval code reaches the client with its own
+// fixed message, never the generic one, and a wrapped cause stays private.
+func TestMessages(t *testing.T) {
+	generic := protocol.Message("NO_SUCH_CODE")
+	for code := range messages {
+		if e := failWrap(code, fmt.Errorf("private detail")); e.Message == generic || strings.Contains(e.Message, "private") || e.Code != code {
+			t.Errorf("%s: %+v", code, e.Info())
+		}
+	}
+}

@@ -134,7 +134,7 @@ type errShape string
 func (e errShape) Error() string { return "retrieval shape: " + string(e) }
 
 func shapeErr(code protocol.Code, format string, args ...any) error {
-	return protocol.Wrap(code, errShape(fmt.Sprintf(format, args...)))
+	return failWrap(code, errShape(fmt.Sprintf(format, args...)))
 }
 
 // object is one JSON object's members, read strictly: the body must be an
