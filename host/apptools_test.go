@@ -82,11 +82,15 @@ func TestAppToolOutcomes(t *testing.T) {
 		receipt protocol.Code // "" = accepted
 		run     protocol.Code
 	}{
-		{"at the bound", func(x client.ToolExecution) error { return alice.SubmitToolResult(t.Context(), x, json.RawMessage(big)) }, "", ""},
+		{"at the bound", func(x client.ToolExecution) error {
+			return alice.SubmitToolResult(t.Context(), x, json.RawMessage(big))
+		}, "", ""},
 		{"oversize", func(x client.ToolExecution) error {
 			return alice.SubmitToolResult(t.Context(), x, json.RawMessage(big[:len(big)-2]+`x"}`))
 		}, protocol.CodeToolOutputLimit, protocol.CodeToolOutcomeUncertain},
-		{"schema", func(x client.ToolExecution) error { return alice.SubmitToolResult(t.Context(), x, json.RawMessage(`{"no":1}`)) },
+		{"schema", func(x client.ToolExecution) error {
+			return alice.SubmitToolResult(t.Context(), x, json.RawMessage(`{"no":1}`))
+		},
 			protocol.CodeInvalidToolOutput, protocol.CodeToolOutcomeUncertain},
 		{"failure", func(x client.ToolExecution) error { return alice.SubmitToolFailure(t.Context(), x) }, "", protocol.CodeToolOutcomeUncertain},
 	} {

@@ -21,7 +21,9 @@ func ev(typ string, seq int, rest string) []byte {
 	return []byte(`{"type":"` + typ + `","runId":"` + testRunID + `","sequence":` + itoa(int64(seq)) + `,"timestamp":"` + testTS + `"` + rest + `}`)
 }
 
-func tagged(tag byte, b []byte) durable.Record { return durable.Record{Data: append([]byte{tag}, b...)} }
+func tagged(tag byte, b []byte) durable.Record {
+	return durable.Record{Data: append([]byte{tag}, b...)}
+}
 
 func types(rp *Replay) string {
 	var s []string
@@ -64,8 +66,8 @@ func TestBuildReplay(t *testing.T) {
 			},
 		},
 		{
-			name: "result without run.completed: completed from the result",
-			recs: []durable.Record{tagged(tagEvent, started), tagged(tagResult, append([]byte(testTS), result...))},
+			name:  "result without run.completed: completed from the result",
+			recs:  []durable.Record{tagged(tagEvent, started), tagged(tagResult, append([]byte(testTS), result...))},
 			types: "run.started,run.completed",
 			checkFn: func(t *testing.T, rp *Replay) {
 				var e struct {
