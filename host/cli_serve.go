@@ -320,28 +320,18 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 		hostID = cliRandomUUID()
 	}
 	h.reviews, h.apps, h.reviewFeatures = cliReviews(cfg, h.store, log)
-	h.engine, err = runtime.New(runtime.Options{
-		Providers:     insts,
-		Tools:         tools,
-		Limits:        cliLimits(cfg),
-		MaxConcurrent: cfg.Limits.MaxConcurrentRuns,
-		MaxPerSubject: cfg.Limits.MaxConcurrentRunsPerSubject,
-		MaxPerAccount: cfg.Limits.MaxConcurrentRunsPerAccount,
-		SubjectLimits: cfg.Limits.Subjects,
-		AccountLimits: cfg.Limits.Accounts,
-		QueueTotal:    cfg.Limits.QueueTotal,
-		QueueSubject:  cfg.Limits.QueuePerSubject,
-		Scheduler:     scheduling.New(),
-		Budgets:       cliBudgets(cfg.Resources),
-		Context:       cliContext(cfg),
-		UsageSink:     sinks,
-		HostID:        hostID,
-		Logger:        log,
-		// Keys are claimed and replayed by cliIdempotency's wrapper.
-		IdempotencyKeys:  cfg.IdempotencyOn(),
-		Reviewer:         h.reviewer(),
-		ApplicationTools: h.appTools(),
-	})
+	opts := cliReloadable(cfg, insts, tools)
+	opts.Scheduler = scheduling.New()
+	opts.Budgets = cliBudgets(cfg.Resources)
+	opts.Context = cliContext(cfg)
+	opts.UsageSink = sinks
+	opts.HostID = hostID
+	opts.Logger = log
+	// Keys are claimed and replayed by cliIdempotency's wrapper.
+	opts.IdempotencyKeys = cfg.IdempotencyOn()
+	opts.Reviewer = h.reviewer()
+	opts.ApplicationTools = h.appTools()
+	h.engine, err = runtime.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

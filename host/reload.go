@@ -123,18 +123,7 @@ func (rl *cliReloader) reload(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	drained, err := old.engine.Reconfigure(runtime.Options{
-		Providers:     insts,
-		Tools:         tools,
-		Limits:        cliLimits(cfg),
-		MaxConcurrent: cfg.Limits.MaxConcurrentRuns,
-		MaxPerSubject: cfg.Limits.MaxConcurrentRunsPerSubject,
-		MaxPerAccount: cfg.Limits.MaxConcurrentRunsPerAccount,
-		SubjectLimits: cfg.Limits.Subjects,
-		AccountLimits: cfg.Limits.Accounts,
-		QueueTotal:    cfg.Limits.QueueTotal,
-		QueueSubject:  cfg.Limits.QueuePerSubject,
-	})
+	drained, err := old.engine.Reconfigure(cliReloadable(cfg, insts, tools))
 	if err != nil {
 		return err
 	}
@@ -233,6 +222,25 @@ func cliBindAll(ctx context.Context, cfg *config.File, exts map[string]*wasm.Ext
 		toolNames = append(toolNames, t.Names...)
 	}
 	return insts, tools, toolNames, errors.Join(errs...)
+}
+
+// cliReloadable is the part of the engine's options a reload may change
+// (runtime.Engine.Reconfigure): the bound providers and tools, the run
+// limits and the admission limits and queue of cfg. serve starts the
+// engine with the same, plus what is the engine's for life.
+func cliReloadable(cfg *config.File, insts []*runtime.ProviderInstance, tools []*runtime.Tool) runtime.Options {
+	return runtime.Options{
+		Providers:     insts,
+		Tools:         tools,
+		Limits:        cliLimits(cfg),
+		MaxConcurrent: cfg.Limits.MaxConcurrentRuns,
+		MaxPerSubject: cfg.Limits.MaxConcurrentRunsPerSubject,
+		MaxPerAccount: cfg.Limits.MaxConcurrentRunsPerAccount,
+		SubjectLimits: cfg.Limits.Subjects,
+		AccountLimits: cfg.Limits.Accounts,
+		QueueTotal:    cfg.Limits.QueueTotal,
+		QueueSubject:  cfg.Limits.QueuePerSubject,
+	}
 }
 
 // cliLimits are the engine's run limits of cfg.
