@@ -176,7 +176,7 @@ func TestClusterIdempotency(t *testing.T) {
 // TestClusterStoreOutage: jobs on one host of the JetStream store, the
 // second host refused its job worker with a message naming the key; a
 // JetStream restart (same store directory) while both run: submissions
-// during the outage fail JOB_STORE_ERROR (503, uncertain), session reads
+// during the outage fail JOB_STORE_ERROR (503, uncertain, retryable), session reads
 // fail, and both succeed again after it with everything acknowledged
 // before it still there.
 func TestClusterStoreOutage(t *testing.T) {
@@ -212,7 +212,7 @@ func TestClusterStoreOutage(t *testing.T) {
 	var ce *client.Error
 	// 503 with outcome uncertain: the client retries with the same key,
 	// which finds the job if the write did land.
-	if !errors.As(err, &ce) || ce.Code != protocol.CodeJobStoreError || ce.Status != 503 || ce.Outcome != protocol.OutcomeUncertain {
+	if !errors.As(err, &ce) || ce.Code != protocol.CodeJobStoreError || ce.Status != 503 || ce.Outcome != protocol.OutcomeUncertain || !ce.Retryable {
 		t.Fatalf("submit during the outage: %v", err)
 	}
 	if _, err := ca.ReadSession(ctx, snap.Session.ID); err == nil {

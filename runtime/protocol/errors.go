@@ -347,7 +347,7 @@ func DefaultRetryable(code Code) bool {
 	switch code {
 	case CodeHostStarting, CodeHostShuttingDown, CodeBusy, CodeQueueFull,
 		CodeRateLimited, CodeIdleTimeout, CodeProviderUnreachable, CodeProviderError,
-		"OPERATION_IN_PROGRESS", "JOB_WORKER_BUSY", CodeApprovalCapacity, CodeToolExecutorCapacity:
+		"OPERATION_IN_PROGRESS", "JOB_WORKER_BUSY", CodeJobStoreError, CodeApprovalCapacity, CodeToolExecutorCapacity:
 		return true
 	}
 	return false
