@@ -490,15 +490,31 @@ func (x *Extension) Pin() Pin { return x.pin }
 
 // Close stops handing out instances, waits for calls in flight to return
 // their instances (or ctx), and closes the runtime and the cache it owns.
+//
+// A call that outlives ctx keeps the runtime: wazero does not support
+// closing a runtime under a running call (its WASI file table is torn
+// down while the guest writes to it — a data race, found by -race), so
+// the runtime is closed when the last such call returns. Such a call is
+// bounded: its CLI processes are stopped here, and the compute watchdog
+// and the caller's context stop the guest.
 func (x *Extension) Close(ctx context.Context) error {
 	x.closeOnce.Do(func() {
-		x.pool.close(ctx)
+		done := x.pool.close(ctx)
 		x.netMu.Lock()
 		for _, np := range x.nets {
 			np.close()
 		}
 		x.netMu.Unlock()
 		x.procs.stopAll() // no CLI process outlives its extension
+		if !done {
+			go func() {
+				x.pool.wait()
+				if err := x.closeRuntime(context.Background()); err != nil {
+					x.log.Warn("extension runtime close failed", "err", err)
+				}
+			}()
+			return
+		}
 		x.closeErr = x.closeRuntime(ctx)
 	})
 	return x.closeErr

@@ -55,6 +55,7 @@ type pool struct {
 	reserved int // units of max held by reservations and unreserved calls
 	closed   bool
 	drained  chan struct{} // closed once closed and inUse == 0
+	closing  chan struct{} // the drained channel of close, kept for wait
 	reaping  bool          // a reap is scheduled
 	// refills counts background refills under way; refilled is closed
 	// (and replaced) when one ends, for a capped acquire that waits for
@@ -391,7 +392,11 @@ func (p *pool) refill() {
 
 // close refuses new calls, waits (up to ctx) for calls in flight and for
 // refills, and closes every idle instance.
-func (p *pool) close(ctx context.Context) {
+//
+// It reports whether everything is done; false means ctx ended while calls
+// were still in flight, and the caller must not close what those calls use
+// (the runtime) until wait returns.
+func (p *pool) close(ctx context.Context) (done bool) {
 	p.stop() // wakes waiting acquires and stops refills
 	p.mu.Lock()
 	p.closed = true
@@ -402,6 +407,7 @@ func (p *pool) close(ctx context.Context) {
 	if p.inUse > 0 {
 		drained = make(chan struct{})
 		p.drained = drained
+		p.closing = drained
 	}
 	p.mu.Unlock()
 	for _, it := range idle {
@@ -411,8 +417,21 @@ func (p *pool) close(ctx context.Context) {
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			return
+			return false
 		}
+	}
+	p.wg.Wait()
+	return true
+}
+
+// wait blocks until the calls in flight at close have returned and the
+// refills have ended.
+func (p *pool) wait() {
+	p.mu.Lock()
+	ch := p.closing
+	p.mu.Unlock()
+	if ch != nil {
+		<-ch
 	}
 	p.wg.Wait()
 }
