@@ -56,7 +56,7 @@ func AppendRunResult(b []byte, r *RunResult, escapeHTML bool) ([]byte, error) {
 	for _, f := range [...]struct {
 		name string
 		raw  json.RawMessage
-	}{{`,"sources":`, r.Sources}, {`,"artifacts":`, r.Artifacts}} {
+	}{{`,"retrieval":`, r.Retrieval}, {`,"sources":`, r.Sources}, {`,"artifacts":`, r.Artifacts}} {
 		if len(f.raw) > 0 {
 			b = append(b, f.name...)
 			var err error

@@ -25,6 +25,7 @@ func runResults() []*RunResult {
 		{Usage: Usage{CostUSD: ptr(0.0), APIEquivalentCostUSD: ptr(-2.5e-300)}},
 		{Usage: Usage{OutputTokens: ptr[int64](7)}},
 		{RunID: "s", Session: json.RawMessage(`{"id":"x","revision":1}`),
+			Retrieval: json.RawMessage(`{"corpus":"c","hits":[{"text":"<x> & y"}], "truncated":false}`),
 			Sources:   json.RawMessage(`[{"id":"a<b>","revision":"r","mediaType":"text/plain","bytes":3,"sha256":"00","origin":"inline"}]`),
 			Artifacts: json.RawMessage(` [ {"name":"a & b","content":"<p>\u2028"} ] `)},
 	}

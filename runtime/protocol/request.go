@@ -58,6 +58,10 @@ type RunResult struct {
 	// Session is the SessionInfo of a session turn (conversation-sessions:
 	// the session's next revision), compact JSON; absent otherwise.
 	Session json.RawMessage `json:"session,omitempty"`
+	// Retrieval is the RetrievalResult of a run with the `retrieval`
+	// option (scoped-retrieval, wire-extensions §6.3), compact JSON;
+	// absent otherwise.
+	Retrieval json.RawMessage `json:"retrieval,omitempty"`
 	// Sources is the context manifest (context-inputs, wire-context §8)
 	// and Artifacts the draft artifact (draft-artifacts, §9), compact
 	// JSON arrays; absent without context or outputArtifact.
