@@ -25,13 +25,14 @@ import (
 //     log and completion hook); a run refused before run.started (BUSY
 //     among others) gives its key back.
 //  4. A replay first passes what its run would have to pass now: the
-//     session's replay check and synchronous admission. Synchronous
-//     admission on this host is the engine's run-slot check
-//     (Engine.Admissible): BUSY when every slot or the subject's share is
-//     taken; there is no waiting queue, so QUEUE_FULL does not occur, and
-//     the extensions' instance reservations are not asked because a replay
-//     calls no extension. The replay then takes no slot, calls no
-//     provider or tool and creates no usage record: it writes the record.
+//     session's replay check and synchronous admission
+//     (Engine.Admissible): the host's, the subject's and the provider
+//     account's caps and the queue bounds — BUSY without a queue, QUEUE_FULL
+//     when the run would have to wait and the queue is full, nothing when
+//     it would start or wait (a replay never waits). The extensions'
+//     instance caps are not asked: a replay calls no extension. The replay
+//     then takes no slot, calls no provider or tool and creates no usage
+//     record: it writes the record.
 func (s *Server) serveKeyedRun(w http.ResponseWriter, r *http.Request, p *runtime.Principal, req *protocol.RunRequest, mode runtime.Mode) {
 	vreq := req
 	if len(req.Session) > 0 && s.sessions != nil {
@@ -65,7 +66,7 @@ func (s *Server) serveKeyedRun(w http.ResponseWriter, r *http.Request, p *runtim
 			return
 		}
 	}
-	if err := s.engine.Admissible(p.Subject); err != nil {
+	if err := s.engine.Admissible(p.Subject, req.Provider); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

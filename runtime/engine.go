@@ -236,6 +236,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.watchCapacity(c)
 	e.cfg.Store(c)
 	e.base, e.cancelBase = context.WithCancelCause(context.Background())
 	return e, nil
@@ -365,6 +366,7 @@ func (e *Engine) Reconfigure(opts Options) (drained <-chan struct{}, err error) 
 	if err != nil {
 		return nil, err
 	}
+	e.watchCapacity(c)
 	// Under mu, so a run is admitted either under the old configuration
 	// (and counted in its inflight before the swap completes) or validated
 	// against the new one.
@@ -446,7 +448,7 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 			return nil, err
 		}
 		pl.bindGrants(p)
-		slot, err = e.admit(p.Subject, pl.inst.AccountID, pl.cfg, opts.Queue)
+		slot, err = e.admit(p.Subject, pl, opts.Queue)
 		if err == errStaleConfig {
 			continue // Reconfigure ran since validate: validate again
 		}
@@ -455,14 +457,16 @@ func (e *Engine) StartWith(ctx context.Context, p *Principal, req *protocol.RunR
 		}
 		break
 	}
-	// A run that must wait is accepted now and takes its reservations
-	// once admitted (Run.awaitAdmission); the others take them here, so a
-	// full extension is BUSY before any stream.
+	// A run that must wait is accepted now and gets its reservations
+	// once admitted (Run.awaitAdmission, admittedReservations); the others
+	// have them now, so a full extension is BUSY before any stream, or —
+	// with a CapacityScheduler and a queue — the run waits for a unit in
+	// the queue like a run over a cap.
 	queued := slot != nil && !isClosed(slot.Admitted())
 	var rs []Reservation
 	if !queued {
 		var err error
-		if rs, err = pl.reserve(); err != nil {
+		if rs, err = admittedReservations(slot, pl); err != nil {
 			e.releaseAdmission(p.Subject, slot)
 			pl.cfg.inflight.Done()
 			e.runs.Done()
@@ -520,25 +524,98 @@ func (e *Engine) Validate(p *Principal, req *protocol.RunRequest) error {
 	return authorize(p, req, pl)
 }
 
-// Admissible answers as admission would for a new run of subject — BUSY
-// when every run slot or the subject's share is taken (this engine has no
-// waiting queue, so never QUEUE_FULL), HOST_SHUTTING_DOWN once shutdown
-// began — without taking a slot. An idempotent replay runs nothing, yet
-// answers as its run would (wire-core §15.2).
-func (e *Engine) Admissible(subject string) error {
+// Admissible answers as synchronous admission would for a new foreground
+// run of subject on provider (wire-core §15.2: an idempotent replay runs
+// nothing, takes no slot and waits for none, yet answers as its run
+// would): HOST_SHUTTING_DOWN once shutdown began; BUSY when the host's,
+// the subject's or the provider instance's account's cap is full and
+// there is no queue; QUEUE_FULL when the run would have to wait and the
+// queue (total or the subject's share) is full; nil when the run would
+// start or wait. Only the caps count, not the extensions' instance caps:
+// those bound instances, and a replay uses none. An unknown provider
+// (validation has already refused it) answers for the subject alone.
+func (e *Engine) Admissible(subject, provider string) error {
+	var account string
+	if inst := e.cfg.Load().providers[provider]; inst != nil {
+		account = inst.AccountID
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.shutting {
 		return protocol.New(protocol.CodeHostShuttingDown)
 	}
 	if e.sched != nil {
-		// The account is unknown here; a replay answers for its subject.
-		return e.sched.Admissible(subject, "", true)
+		return e.sched.Admissible(subject, account, true)
 	}
 	if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
 		return protocol.New(protocol.CodeBusy)
 	}
 	return nil
+}
+
+// CapacityScheduler is a Scheduler that admits a run together with its
+// units of capped extensions (Capacity), so that a run waiting for a full
+// extension waits in the admission queue — before any step, with its idle
+// clock stopped, in the fair order — and is never refused BUSY after it
+// was accepted (DESIGN.md §3). runtime/scheduling implements it. With a
+// plain Scheduler a queued run reserves its units only once admitted,
+// and a full extension then fails it.
+type CapacityScheduler interface {
+	Scheduler
+	// AdmitWith is Admit for a run whose units reserve takes. reserve is
+	// called with the scheduler's lock held, whenever the run fits the
+	// caps; a BUSY error means "not now". The Slot returned implements
+	// ReservedSlot.
+	AdmitWith(subject, account string, queue bool, reserve func() ([]Reservation, error)) (Slot, error)
+	// Recheck says a Capacity has a unit again that it refused: waiting
+	// runs are tried again. It must not block on the scheduler's lock
+	// (it is called by whoever gives the unit back).
+	Recheck()
+}
+
+// ReservedSlot is a Slot that took the run's extension units with it.
+type ReservedSlot interface {
+	Slot
+	// Reservations hands over the units, once admitted: a non-BUSY
+	// failure of reserve at a queued run's admission (the extension was
+	// closed) is the run's failure.
+	Reservations() ([]Reservation, error)
+}
+
+// CapacityNotifier is a Capacity that can say when a unit it refused is
+// free again. The engine registers its CapacityScheduler's Recheck with
+// every provider and tool set of its configuration that implements it;
+// notify must be called without the Capacity's own locks held.
+type CapacityNotifier interface {
+	NotifyFree(notify func())
+}
+
+// admittedReservations returns an admitted run's extension units: those
+// its slot took (ReservedSlot), or those it takes now.
+func admittedReservations(slot Slot, pl *plan) ([]Reservation, error) {
+	if rs, ok := slot.(ReservedSlot); ok {
+		return rs.Reservations()
+	}
+	return pl.reserve()
+}
+
+// watchCapacity registers the scheduler's Recheck with every capped
+// provider and tool set of c.
+func (e *Engine) watchCapacity(c *engineConfig) {
+	cs, ok := e.sched.(CapacityScheduler)
+	if !ok {
+		return
+	}
+	for _, p := range c.providerList {
+		if n, ok := p.Provider.(CapacityNotifier); ok {
+			n.NotifyFree(cs.Recheck)
+		}
+	}
+	for _, t := range c.tools {
+		if n, ok := t.tool.Set.(CapacityNotifier); ok {
+			n.NotifyFree(cs.Recheck)
+		}
+	}
 }
 
 // dispatch runs r on an idle run goroutine, or on a new one when none is
@@ -574,7 +651,8 @@ func (e *Engine) isShuttingDown() bool {
 	return e.shutting
 }
 
-// admit takes a slot (no queue: a full host or subject is BUSY) and
+// admit takes a slot (no queue: a full host or subject is BUSY) — with a
+// CapacityScheduler together with the run's extension units — and
 // registers the run with the shutdown wait group under the same lock as the
 // shutdown flag, so no run starts once Shutdown waits.
 //
@@ -586,7 +664,8 @@ func (e *Engine) isShuttingDown() bool {
 // With a Scheduler the slot is the scheduler's (queue: the run may wait
 // for it); without one the slot is counted here and the returned Slot is
 // nil.
-func (e *Engine) admit(subject, account string, cfg *engineConfig, queue bool) (Slot, error) {
+func (e *Engine) admit(subject string, pl *plan, queue bool) (Slot, error) {
+	cfg, account := pl.cfg, pl.inst.AccountID
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.shutting {
@@ -596,7 +675,12 @@ func (e *Engine) admit(subject, account string, cfg *engineConfig, queue bool) (
 		return nil, errStaleConfig
 	}
 	var slot Slot
-	if e.sched != nil {
+	if cs, ok := e.sched.(CapacityScheduler); ok {
+		var err error
+		if slot, err = cs.AdmitWith(subject, account, queue, pl.reserve); err != nil {
+			return nil, err
+		}
+	} else if e.sched != nil {
 		var err error
 		if slot, err = e.sched.Admit(subject, account, queue); err != nil {
 			return nil, err

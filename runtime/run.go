@@ -248,7 +248,7 @@ func (r *Run) awaitAdmission() error {
 	case <-r.ctx.Done():
 		return context.Cause(r.ctx)
 	}
-	rs, err := r.plan.reserve()
+	rs, err := admittedReservations(r.slot, r.plan)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"adhost/runtime"
@@ -34,7 +35,10 @@ const DefaultIdleInstanceTTL = 30 * time.Second
 // admission: the engine reserves one instance per admitted run for its
 // provider and for each tool extension it may call (Reserve), before
 // run.started, and refuses the run with BUSY when the cap is taken. The
-// calls of a run then never wait for another run. Parallel calls of one run
+// calls of a run then never wait for another run. A run refused a unit may
+// wait for one in the admission queue instead: the pool tells the
+// scheduler (NotifyFree) when a unit it refused is free again. Parallel
+// calls of one run
 // (tool calls of a step) use free units of the cap when there are any and
 // otherwise take turns on the run's own reserved instance. A call that
 // holds no reservation (discovery probes, qualification, direct use of the
@@ -63,6 +67,13 @@ type pool struct {
 	refills  int
 	refilled chan struct{}
 	wg       sync.WaitGroup
+	// refused: reserve refused a unit since the last one was given back;
+	// the next unit given back calls onFree (once p.mu is released), so a
+	// run waiting in the admission queue for this extension is tried
+	// again. Without a refusal nobody waits and a release costs nothing.
+	refused bool
+	notify  bool // a unit came back after a refusal: call onFree at unlock
+	onFree  atomic.Pointer[func()]
 }
 
 type idleInstance struct {
@@ -104,13 +115,36 @@ type reservation struct {
 func (r *reservation) Release() {
 	p := r.p
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if r.released {
 		return
 	}
 	r.released = true
 	if !r.held {
-		p.reserved--
+		p.freeLocked()
+	}
+}
+
+// freeLocked gives one unit of the cap back.
+func (p *pool) freeLocked() {
+	p.reserved--
+	if p.refused {
+		p.refused = false
+		p.notify = true
+	}
+}
+
+// unlock releases p.mu and then tells the scheduler about a unit given
+// back after a refusal (never under p.mu: the scheduler calls reserve
+// with its own lock held).
+func (p *pool) unlock() {
+	notify := p.notify
+	p.notify = false
+	p.mu.Unlock()
+	if notify {
+		if f := p.onFree.Load(); f != nil {
+			(*f)()
+		}
 	}
 }
 
@@ -131,6 +165,7 @@ func (p *pool) reserve() (runtime.Reservation, error) {
 	case p.closed:
 		return nil, ErrClosed
 	case p.reserved >= p.max:
+		p.refused = true
 		return nil, ErrBusy
 	}
 	p.reserved++
@@ -170,7 +205,7 @@ func (p *pool) acquire(ctx context.Context) (*instance, lease, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.giveBackLocked(l)
-		p.mu.Unlock()
+		p.unlock()
 		return nil, lease{}, ErrClosed
 	}
 	// A capped pool whose every unit is an instance (live == max) and
@@ -188,13 +223,13 @@ func (p *pool) acquire(ctx context.Context) (*instance, lease, error) {
 		case <-ctx.Done():
 			p.mu.Lock()
 			p.giveBackLocked(l)
-			p.mu.Unlock()
+			p.unlock()
 			return nil, lease{}, context.Cause(ctx)
 		}
 		p.mu.Lock()
 		if p.closed {
 			p.giveBackLocked(l)
-			p.mu.Unlock()
+			p.unlock()
 			return nil, lease{}, ErrClosed
 		}
 	}
@@ -215,7 +250,7 @@ func (p *pool) acquire(ctx context.Context) (*instance, lease, error) {
 		p.inUse--
 		p.giveBackLocked(l)
 		p.signalDrainedLocked()
-		p.mu.Unlock()
+		p.unlock()
 		return nil, lease{}, err
 	}
 	return inst, l, nil
@@ -258,12 +293,12 @@ func (p *pool) take(ctx context.Context) (lease, error) {
 func (p *pool) giveBackLocked(l lease) {
 	switch {
 	case l.spare:
-		p.reserved--
+		p.freeLocked()
 	case l.own != nil:
 		r := l.own
 		r.held = false
 		if r.released {
-			p.reserved--
+			p.freeLocked()
 			return
 		}
 		select {
@@ -293,7 +328,7 @@ func (p *pool) release(ctx context.Context, inst *instance, l lease, discard boo
 		if reap {
 			p.reaping = true
 		}
-		p.mu.Unlock()
+		p.unlock()
 		if reap {
 			time.AfterFunc(p.idleTTL, p.reap)
 		}
@@ -307,7 +342,7 @@ func (p *pool) release(ctx context.Context, inst *instance, l lease, discard boo
 		p.wg.Add(1)
 	}
 	p.signalDrainedLocked()
-	p.mu.Unlock()
+	p.unlock()
 	inst.close(context.WithoutCancel(ctx))
 	if refill {
 		go p.refill()
@@ -480,3 +515,13 @@ func (x *Extension) Reserve() (runtime.Reservation, error) {
 // Reserve makes a bound provider or tool set a runtime.Capacity: its runs
 // reserve an instance of the extension it is bound to.
 func (b *binding) Reserve() (runtime.Reservation, error) { return b.x.Reserve() }
+
+// NotifyFree implements runtime.CapacityNotifier: notify is called, outside
+// the pool's lock, whenever a unit of the cap is given back after Reserve
+// refused one, so the admission queue can admit a run waiting for this
+// extension. One notify per extension: the last registration wins (one
+// engine, and its one scheduler, use an extension).
+func (x *Extension) NotifyFree(notify func()) { x.pool.onFree.Store(&notify) }
+
+// NotifyFree implements runtime.CapacityNotifier for the bound extension.
+func (b *binding) NotifyFree(notify func()) { b.x.NotifyFree(notify) }

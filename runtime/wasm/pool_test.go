@@ -258,3 +258,60 @@ func TestPoolCapWithRefill(t *testing.T) {
 		t.Fatalf("live %d above the cap of 2 at the end: %+v", s.Live, s)
 	}
 }
+
+// TestPoolNotifyFree: a unit given back after Reserve refused one calls the
+// registered notify once (outside the pool's lock: notify may reserve), by
+// a run's release and by the end of a call that held a released run's
+// unit; without a refusal a release notifies nobody.
+func TestPoolNotifyFree(t *testing.T) {
+	e := loadProvider(t, Options{PoolSize: 1, MaxInstances: 1})
+	p := newProvider(t, e, InstanceConfig{})
+	c := p.(runtime.Capacity)
+	notified := 0
+	var again runtime.Reservation
+	p.(runtime.CapacityNotifier).NotifyFree(func() {
+		notified++
+		// The scheduler reserves from inside notify: no deadlock.
+		r, err := c.Reserve()
+		if err != nil {
+			t.Errorf("reserve in notify: %v", err)
+			return
+		}
+		again = r
+	})
+	r1, err := c.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.Release()
+	if notified != 0 {
+		t.Fatalf("release without a refusal notified %d times", notified)
+	}
+	r1, _ = c.Reserve()
+	if _, err := c.Reserve(); protocol.CodeOf(err) != protocol.CodeBusy {
+		t.Fatalf("second reservation of a cap of 1: %v", err)
+	}
+	r1.Release()
+	if notified != 1 || again == nil {
+		t.Fatalf("notified %d times after the refused unit came back", notified)
+	}
+	// A released run's call still holds the unit: notify waits for it.
+	stop := hold(t, p, runtime.WithReservations(t.Context(), again))
+	if _, err := c.Reserve(); protocol.CodeOf(err) != protocol.CodeBusy {
+		t.Fatal("reserve beside a held unit")
+	}
+	again.Release()
+	if notified != 1 {
+		t.Fatal("notified while the call still holds the unit")
+	}
+	if err := stop(); protocol.CodeOf(err) != protocol.CodeCancelled {
+		t.Fatal(err)
+	}
+	if notified != 2 {
+		t.Fatalf("notified %d times, want 2 once the call returned", notified)
+	}
+	again.Release()
+	if s := e.x.Stats(); s.Reserved != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
