@@ -7,8 +7,10 @@ require (
 	github.com/blevesearch/bleve/v2 v2.6.3
 	github.com/cockroachdb/apd/v3 v3.2.3
 	github.com/dgraph-io/badger/v4 v4.9.6
+	github.com/go-pdf/fpdf v0.9.0
 	github.com/gorilla/mux v1.8.1
 	github.com/itchyny/gojq v0.12.20
+	github.com/klippa-app/go-pdfium v1.21.4
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
@@ -52,6 +54,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/itchyny/timefmt-go v0.1.9 // indirect
+	github.com/jolestar/go-commons-pool/v2 v2.1.2 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect

@@ -180,7 +180,9 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 	case "reference":
 		return nil, fail(CodeContextUnavailable)
 	case "pdf":
-		return nil, fail(CodePDFExtractorRequired)
+		if segs, input, err = s.pdfSegments(ctx, &req.Doc, m); err != nil {
+			return nil, err
+		}
 	case "text":
 		input = []byte(req.Doc.Text)
 		if !validText(req.Doc.Text) {

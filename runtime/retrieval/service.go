@@ -93,6 +93,8 @@ type Options struct {
 	Log   *slog.Logger
 	// PDF extracts the pages of PDF documents (nil: pdf-ingestion off).
 	PDF PDFExtractor
+	// PDFPages bounds a PDF's pages (0: DefaultPDFPages; at most MaxPDFPages).
+	PDFPages int
 }
 
 // Service is the retrieval family over one store: corpora, their
