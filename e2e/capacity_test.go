@@ -280,3 +280,112 @@ func isCode(err error, code protocol.Code) bool {
 	var ce *client.Error
 	return errors.As(err, &ce) && ce.Code == code
 }
+
+// setExtensionKeys adds keys to the [[extensions]] entry of id@1.0.0.
+func setExtensionKeys(t *testing.T, s *site, id, keys string) {
+	t.Helper()
+	b, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := fmt.Sprintf("id = %q\nversion = \"1.0.0\"\n", id)
+	if strings.Count(string(b), anchor) != 1 {
+		t.Fatalf("host.toml: no single %s [[extensions]] entry", id)
+	}
+	if err := os.WriteFile(s.config, []byte(strings.Replace(string(b), anchor, anchor+keys+"\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCapacityQueuedOnCappedExtension: with an admission queue, runs that
+// need an extension at its operator cap (the tool extension, max_instances
+// = 1) wait in the queue — run.started and nothing else, never BUSY once
+// accepted — and are admitted in the fair order as its unit frees. Runs
+// that need only the uncapped provider extension are not held back by
+// them: they start at once, and on a full host a subject's later run
+// without the tool is admitted before its own earlier run that waits for
+// the capped extension.
+func TestCapacityQueuedOnCappedExtension(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	setExtensionKeys(t, s, "conformance-tools", "max_instances = 1")
+	appendSiteConfig(t, s, "[limits]\nmax_concurrent_runs = 4\nmax_concurrent_runs_per_subject = 4\nqueue_total = 16\nqueue_per_subject = 8\n")
+	ta := addSiteToken(t, s, "amy", "A", []string{fixtureProvider}, []string{lookupTool})
+	tb := addSiteToken(t, s, "bob", "B", []string{fixtureProvider}, []string{lookupTool})
+	srv := startServer(t, s)
+	a, b := newRunClient(t, srv, ta), newRunClient(t, srv, tb)
+	withTool := func(r *protocol.RunRequest) { r.Tools = []string{lookupTool} }
+
+	a1 := streamQueuedWith(t, a, "A", withTool, nil)
+	a1.waitRunning(t) // holds the tool extension's only instance
+	a2 := streamQueuedWith(t, a, "A", withTool, nil)
+	b1 := streamQueuedWith(t, b, "B", withTool, nil)
+	// Runs without the tool complete at once beside them, JSON and SSE.
+	for _, c := range []*client.Client{a, b} {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		if _, err := c.Run(ctx, runRequest("conformance:text")); err != nil {
+			t.Fatalf("JSON run on the uncapped extension: %v", err)
+		}
+		if _, err := c.Stream(ctx, runRequest("conformance:text"), func(client.Event) error { return nil }); err != nil {
+			t.Fatalf("SSE run on the uncapped extension: %v", err)
+		}
+		cancel()
+	}
+	if a2.isRunning() || b1.isRunning() {
+		t.Fatal("a run needing the full extension was admitted")
+	}
+	// Fill the host (4 slots: a1 and three of B's without the tool); A's
+	// next run without the tool queues behind its own a2.
+	var bh []*queuedRun
+	for range 3 {
+		h := streamQueued(t, b, "B", nil)
+		h.waitRunning(t)
+		bh = append(bh, h)
+	}
+	a3 := streamQueued(t, a, "A", nil)
+	bh[0].stop()
+	a3.waitRunning(t) // a2 waits for the capped extension: a3 goes first
+	if a2.isRunning() || b1.isRunning() {
+		t.Fatal("a run needing the full extension was admitted when a slot freed")
+	}
+	for _, q := range []*queuedRun{a2, b1} {
+		if got := q.eventTypes(); len(got) != 1 || got[0] != client.EventRunStarted {
+			t.Fatalf("waiting run of %s sent %v, want only run.started", q.subject, got)
+		}
+	}
+	// The tool extension's unit frees: B's turn (A was served last), then
+	// A's.
+	a1.stop()
+	b1.waitRunning(t)
+	if a2.isRunning() {
+		t.Fatal("a2 admitted beside b1 on an extension capped at 1")
+	}
+	b1.stop()
+	a2.waitRunning(t)
+	for _, q := range []*queuedRun{a2, b1} {
+		types := q.eventTypes()
+		if types[0] != client.EventRunStarted || contains(types, client.EventRunFailed) {
+			t.Fatalf("queued run of %s failed: %v", q.subject, types)
+		}
+	}
+	for _, q := range append([]*queuedRun{a2, a3}, bh[1:]...) {
+		q.stop()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := fetchStatus(t, srv, s.token)
+		reserved := -1
+		for _, x := range st.Extensions {
+			if x.ID == "conformance-tools" {
+				reserved = x.Reserved
+			}
+		}
+		if st.Runs.Running == 0 && reserved == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after every run ended: running %d, tool units reserved %d", st.Runs.Running, reserved)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -34,12 +34,23 @@ type queuedRun struct {
 
 func streamQueued(t *testing.T, c *client.Client, subject string, onAdmit func(*queuedRun)) *queuedRun {
 	t.Helper()
+	return streamQueuedWith(t, c, subject, nil, onAdmit)
+}
+
+// streamQueuedWith is streamQueued with mod applied to the request (nil:
+// none).
+func streamQueuedWith(t *testing.T, c *client.Client, subject string, mod func(*protocol.RunRequest), onAdmit func(*queuedRun)) *queuedRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &queuedRun{subject: subject, cancel: cancel, started: make(chan struct{}), running: make(chan struct{}), done: make(chan error, 1)}
 	t.Cleanup(cancel)
 	go func() {
 		admitted := false
-		_, err := c.Stream(ctx, runRequest("conformance:cancel"), func(ev client.Event) error {
+		req := runRequest("conformance:cancel")
+		if mod != nil {
+			mod(req)
+		}
+		_, err := c.Stream(ctx, req, func(ev client.Event) error {
 			q.mu.Lock()
 			q.types = append(q.types, ev.Type)
 			q.mu.Unlock()
