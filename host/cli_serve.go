@@ -56,7 +56,14 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 	if err != nil {
 		return env.fail("serve", err)
 	}
-	log := newLogger(env.stderr, cfg.Log, *verbose)
+	// The log's lines, and everything else serve says on stderr, go
+	// through one buffered writer (logwriter.go), so they keep their order
+	// and a request never waits for a write to stderr. Deferred first, it
+	// is flushed last.
+	lw := newLogWriter(env.stderr)
+	defer lw.Close()
+	env = &cliEnv{stdout: env.stdout, stderr: lw}
+	log := newLogger(lw, cfg.Log, *verbose)
 	tel, err := NewTelemetry(cfg.Diagnostics, log)
 	if err != nil {
 		return env.failf("serve", "diagnostics.otlp_endpoint: %v", err)
