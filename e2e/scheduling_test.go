@@ -461,3 +461,38 @@ func TestSoak(t *testing.T) {
 		t.Errorf("RSS %.0f MiB, baseline %.0f MiB", after["process_resident_memory_bytes"]/(1<<20), base["process_resident_memory_bytes"]/(1<<20))
 	}
 }
+
+// TestSchedulingReplayAdmission: an idempotent replay answers admission as
+// its run would, for its provider's account (wire-core §15.2): while the
+// account's cap is full and the queue has room it replays at once (its run
+// would wait; a replay never does); once the queue is full too it is
+// QUEUE_FULL, like a new run of the subject.
+func TestSchedulingReplayAdmission(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	appendSiteConfig(t, s, "[idempotency]\nenabled = true\n\n[limits]\nmax_concurrent_runs_per_account = 1\nqueue_total = 1\nqueue_per_subject = 1\n")
+	srv := startServer(t, s)
+	c := newRunClient(t, srv, s.token)
+	key := "sched-replay"
+	req := runRequest("conformance:text")
+	req.IdempotencyKey = &key
+	first, err := c.Run(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := streamQueued(t, c, "dev", nil)
+	held.waitRunning(t) // the fixture's account "local" is at its cap
+	again, err := c.Run(t.Context(), req)
+	if err != nil || again.Text != first.Text {
+		t.Fatalf("replay while the account is full and the queue has room: %v", err)
+	}
+	waiting := streamQueued(t, c, "dev", nil) // fills the queue
+	_, err = c.Run(t.Context(), req)
+	checkClientError(t, err, protocol.CodeQueueFull, http.StatusTooManyRequests, true)
+	fresh := runRequest("conformance:text")
+	_, err = c.Run(t.Context(), fresh)
+	checkClientError(t, err, protocol.CodeQueueFull, http.StatusTooManyRequests, true)
+	held.stop()
+	waiting.waitRunning(t)
+	waiting.stop()
+}
