@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -138,5 +140,136 @@ func TestRetrievalEndToEnd(t *testing.T) {
 	code, _, stderr = adhost(t, "serve", "--config", s.config, "--listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "INDEX_INCOMPATIBLE") {
 		t.Errorf("serve with another model: %d %s", code, stderr)
+	}
+}
+
+// TestRetrievalRunEndToEnd: runs with the `retrieval` option over HTTP
+// against the real binary, the local-hashing embedder and the fixture
+// provider. The fixture echoes what it was given of every passage; each
+// must match a hit of result.retrieval and its result.sources entry —
+// chunk id, the document's revision and id, its lines or message, and the
+// SHA-256 of exactly the passage text, computed here. Then the stream's
+// context phase, and the refusals a client sees: the attachment budget,
+// the corpus grant, another subject's source under subject scope (the same
+// answer as a missing one), no evidence.
+func TestRetrievalRunEndToEnd(t *testing.T) {
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	editSiteConfig(t, s, `version = "docs-v1"`, "version = \"docs-v1\"\nscope = \"subject\"")
+	other := addSiteToken(t, s, "other", "other-user", []string{"fixture"}, nil)
+	appendSiteConfig(t, s, "[tokens.grants]\nretrieval = { search = [\"docs\"], index = [\"docs\"] }\n")
+	srv := startServer(t, s)
+	guide := "# Battery\nThe cell lasted 812 hours.\nIt was kept at 20 C.\n\n# Charging\nTwo hours at room temperature.\n"
+	gb, _ := json.Marshal(guide)
+	for _, body := range []string{
+		`{"corpus":"docs","document":{"type":"text","source":{"id":"guide","revision":"g1","title":"Guide"},"mediaType":"text/markdown","text":` + string(gb) + `}}`,
+		`{"corpus":"docs","document":{"type":"email","source":{"id":"mail","revision":"m1"},"threadId":"th-1","messages":[{"id":"m-1","text":"Did the battery pass?"},{"id":"m-2","text":"Yes, the battery lasted 812 hours."}]}}`,
+	} {
+		if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/ingest", body); st != 200 {
+			t.Fatalf("ingest: %d %s", st, b)
+		}
+	}
+	run := func(token, option, attachments string) (int, map[string]any) {
+		body := `{"provider":"fixture","model":"fixture-model","input":"echo:evidence battery 812 hours","retrieval":` + option + attachments + `}`
+		return postRun(t, srv, token, body)
+	}
+	st, ans := run(s.token, `{"corpus":"docs","limit":4}`, "")
+	if st != 200 {
+		t.Fatalf("run: %d %v", st, ans)
+	}
+	var res struct {
+		Text      string
+		Retrieval struct {
+			Corpus string
+			Hits   []struct {
+				ChunkID string
+				Text    string
+				Source  struct {
+					ID, Revision string
+					Location     map[string]any
+				}
+				DocumentSha256 string
+			}
+		}
+		Sources []struct {
+			ID, Revision, Sha256, Origin, MediaType string
+			Bytes                                   int
+			Location                                map[string]any
+		}
+	}
+	raw, _ := json.Marshal(ans)
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	hits := res.Retrieval.Hits
+	if res.Retrieval.Corpus != "docs" || len(hits) == 0 || len(hits) > 4 || len(res.Sources) != len(hits) {
+		t.Fatalf("result %s", raw)
+	}
+	seen := map[string]bool{}
+	lines := strings.Split(res.Text, "\n")
+	if len(lines) != len(hits)+1 || lines[len(lines)-1] != "directive: yes" {
+		t.Fatalf("the model saw %q for %d hits", res.Text, len(hits))
+	}
+	for i, h := range hits {
+		loc, src := h.Source.Location, res.Sources[i]
+		sum := sha256.Sum256([]byte(h.Text))
+		digest := hex.EncodeToString(sum[:])
+		doc, _ := loc["documentId"].(string)
+		if doc != h.Source.ID || loc["startLine"] == nil || loc["endLine"] == nil || len(h.DocumentSha256) != 64 {
+			t.Errorf("hit %d without provenance: %+v", i, h)
+		}
+		wantRev := map[string]string{"guide": "g1", "mail": "m1"}[doc]
+		if h.Source.Revision != wantRev {
+			t.Errorf("hit %d revision %q, want %q", i, h.Source.Revision, wantRev)
+		}
+		if doc == "guide" && loc["section"] == nil || doc == "mail" && (loc["threadId"] != "th-1" || loc["messageId"] == nil) {
+			t.Errorf("hit %d location %v", i, loc)
+		}
+		if !strings.Contains(guide, h.Text) && !strings.Contains(h.Text, "battery") {
+			t.Errorf("hit %d text %q is no passage of the documents", i, h.Text)
+		}
+		if src.ID != h.ChunkID || src.Revision != wantRev || src.Origin != "retrieval" || src.MediaType != "text/plain" ||
+			src.Bytes != len(h.Text) || src.Sha256 != digest || src.Location["documentId"] != doc {
+			t.Errorf("source %d %+v for hit %+v", i, src, h)
+		}
+		want := fmt.Sprintf("%s rev=%s doc=%s page=0 lines=%v-%v sha256=%s", h.ChunkID, wantRev, doc, loc["startLine"], loc["endLine"], digest)
+		if lines[i] != want {
+			t.Errorf("the model saw %q, want %q", lines[i], want)
+		}
+		seen[doc] = true
+	}
+	if !seen["guide"] || !seen["mail"] {
+		t.Errorf("hits from %v", seen)
+	}
+
+	// The stream: run.progress phase context after run.started, before
+	// the first step.
+	h := http.Header{"Authorization": {"Bearer " + s.token}, "Content-Type": {"application/json"}, "Accept": {"text/event-stream"}}
+	_, body := callRaw(t, http.MethodPost, srv.URL+"/v1/runs", h, `{"provider":"fixture","model":"fixture-model","input":"battery","retrieval":{"corpus":"docs","sourceIds":["guide"]}}`)
+	b := string(body)
+	if i, j, k := strings.Index(b, "event: run.started"), strings.Index(b, `"phase":"context"`), strings.Index(b, "event: step.started"); i < 0 || j < i || k < j || !strings.Contains(b, "event: run.completed") {
+		t.Errorf("stream %s", b)
+	}
+
+	items := make([]string, 9)
+	for i := range items {
+		items[i] = textItem(fmt.Sprint("a", i), "x")
+	}
+	for _, tc := range []struct {
+		name, token, option, attachments string
+		status                           int
+		code                             string
+	}{
+		{"9 attachments + 8", s.token, `{"corpus":"docs"}`, `,"attachments":[` + strings.Join(items, ",") + `]`, 400, "INVALID_RETRIEVAL"},
+		{"8 attachments + 8", s.token, `{"corpus":"docs","query":"battery"}`, `,"attachments":[` + strings.Join(items[:8], ",") + `]`, 200, ""},
+		{"schema", s.token, `{"corpus":"docs","limit":0}`, "", 400, "INVALID_RETRIEVAL"},
+		{"no grant", s.token, `{"corpus":"elsewhere"}`, "", 403, "FORBIDDEN"},
+		{"another subject's source", other, `{"corpus":"docs","sourceIds":["guide"]}`, "", 502, "CONTEXT_NOT_FOUND"},
+		{"a missing source", other, `{"corpus":"docs","sourceIds":["absent"]}`, "", 502, "CONTEXT_NOT_FOUND"},
+		{"nothing visible", other, `{"corpus":"docs"}`, "", 400, "NO_RETRIEVAL_EVIDENCE"},
+		{"no evidence", s.token, `{"corpus":"docs","minScore":1}`, "", 400, "NO_RETRIEVAL_EVIDENCE"},
+	} {
+		if st, ans := run(tc.token, tc.option, tc.attachments); st != tc.status || errCode(ans) != tc.code {
+			t.Errorf("%s: %d %v, want %d %s", tc.name, st, ans, tc.status, tc.code)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"adhost/runtime/apptools"
 	"adhost/runtime/discovery"
 	"adhost/runtime/durable"
+	"adhost/runtime/retrieval"
 	"adhost/runtime/scheduling"
 	"adhost/runtime/wasm"
 	"adhost/store"
@@ -134,10 +135,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		// engine); this covers the early returns.
 		defer jobSvc.Stop(context.Background())
 	}
-	retr, retrFeatures, err := cliRetrieval(ctx, cfg, h, log)
-	if err != nil {
-		return env.fail("serve", err)
-	}
+	retr, retrFeatures := h.retr, h.retrFeatures       // opened by cliProvision: runs search it
 	jobFeatures = append(jobFeatures, retrFeatures...) // the server orders features itself
 	srv = NewServer(ServerOptions{
 		Engine:         h.engine,
@@ -247,7 +245,12 @@ type cliHost struct {
 	reviews        *approvals.Service
 	apps           *apptools.Service
 	reviewFeatures []string
-	closed         bool
+	// retr is [retrieval] (nil: off), opened before the engine because
+	// runs with the retrieval option search it; retrFeatures its
+	// /v1/protocol features.
+	retr         *retrieval.Service
+	retrFeatures []string
+	closed       bool
 }
 
 func (h *cliHost) close() error {
@@ -330,7 +333,10 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 	opts := cliReloadable(cfg, insts, tools)
 	opts.Scheduler = scheduling.New()
 	opts.Budgets = cliBudgets(cfg.Resources)
-	opts.Context = cliContext(cfg)
+	if h.retr, h.retrFeatures, err = cliRetrieval(ctx, cfg, h, log); err != nil {
+		return nil, err
+	}
+	opts.Context = cliContext(cfg, h.retr)
 	opts.UsageSink = sinks
 	opts.HostID = hostID
 	opts.Logger = log

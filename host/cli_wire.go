@@ -15,6 +15,7 @@ import (
 	"adhost/runtime/attachments"
 	"adhost/runtime/durable"
 	"adhost/runtime/manifest"
+	"adhost/runtime/retrieval"
 	"adhost/runtime/wasm"
 )
 
@@ -93,10 +94,13 @@ func cliCheckMedia(cfg *config.File, i int, m *manifest.Manifest) []error {
 	return errs
 }
 
-// cliContext is the selected-context service with [context]'s budgets.
-func cliContext(cfg *config.File) *attachments.Service {
+// cliContext is the selected-context service with [context]'s budgets and,
+// with [retrieval], its evidence and stored documents (cliContextSources).
+func cliContext(cfg *config.File, retr *retrieval.Service) *attachments.Service {
 	maxBytes, maxText := cfg.ContextBudgets()
-	return attachments.New(attachments.Options{MaxBytes: maxBytes, MaxTextBytes: maxText})
+	opts := attachments.Options{MaxBytes: maxBytes, MaxTextBytes: maxText}
+	cliContextSources(&opts, retr)
+	return attachments.New(opts)
 }
 
 // cliPrecheck verifies every pin's digest and reads its embedded manifest

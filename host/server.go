@@ -151,7 +151,7 @@ func NewServer(opts ServerOptions) *Server {
 		tel:           opts.Telemetry,
 		decider:       opts.Approvals,
 		executions:    opts.Executions,
-		runDecoding:   protocol.DecodeOptions{Session: true, Approvals: opts.Approvals != nil, ApplicationTools: opts.Executions != nil, Attachments: true, OutputArtifact: true},
+		runDecoding:   protocol.DecodeOptions{Session: true, Approvals: opts.Approvals != nil, ApplicationTools: opts.Executions != nil, Attachments: true, OutputArtifact: true, Retrieval: true},
 	}
 	if s.metrics != nil {
 		s.metrics.src.Store(s)

@@ -22,11 +22,13 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 		msgs = append(msgs, abi.Message{Role: h.Role, Content: h.Content})
 	}
 	msgs = append(msgs, abi.Message{Role: abi.RoleUser, Content: r.req.Input})
-	if rc := pl.context; rc != nil && rc.Items() > 0 {
+	if rc := pl.context; rc != nil && (rc.Items() > 0 || rc.Retrieval() != nil) {
 		// The selected context, after run.started and admission and
-		// before the first step (wire-context §4); the augmented user
-		// turn stays in msgs, so its files are re-sent on every step.
-		set, err := rc.Assemble(r.ctx, ContextExec{RunID: r.id, Subject: r.subject, Touch: r.touch})
+		// before the first step (wire-context §4), retrieval's search
+		// first; the augmented user turn stays in msgs, so its files are
+		// re-sent on every step.
+		set, err := rc.Assemble(r.ctx, ContextExec{RunID: r.id, Subject: r.subject, Principal: r.principal,
+			Touch: r.touch, Progress: r.contextProgress()})
 		if err != nil {
 			return nil, err
 		}
@@ -46,6 +48,9 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 	for step := 1; ; step++ {
 		if err := r.ctx.Err(); err != nil {
 			return nil, context.Cause(r.ctx)
+		}
+		if err := r.recheckEvidence(); err != nil {
+			return nil, err
 		}
 		r.acct.started++
 		r.emit(&payload{typ: EventStepStarted, ts: time.Now(), step: step})
@@ -144,9 +149,16 @@ func (r *Run) complete(step int, out *abi.CompleteOutput) (*protocol.RunResult, 
 	}
 	if rc := r.plan.context; rc != nil {
 		// After output validation, immediately before run.completed
-		// (wire-context §9).
+		// (wire-context §9): the evidence is re-authorized first, and the
+		// artifact built after it.
+		if err := r.recheckEvidence(); err != nil {
+			return nil, err
+		}
 		if set := r.plan.contextSet; set != nil {
 			res.Sources = set.Sources
+			if set.Evidence != nil {
+				res.Retrieval = set.Evidence.Result
+			}
 		}
 		art, err := rc.Artifact(res.Text, res.Output, r.plan.contextSet)
 		if err != nil {
@@ -156,7 +168,7 @@ func (r *Run) complete(step int, out *abi.CompleteOutput) (*protocol.RunResult, 
 	}
 	// run.completed carries the text, and the parsed output beside it:
 	// keep the event (and the JSON body) within what clients accept.
-	if 256+len(res.RunID)+len(res.Provider)+len(res.Model)+jsonStringLen(res.Text)+len(res.Output)+len(res.Sources)+len(res.Artifacts) > maxEventBytes {
+	if 256+len(res.RunID)+len(res.Provider)+len(res.Model)+jsonStringLen(res.Text)+len(res.Output)+len(res.Sources)+len(res.Artifacts)+len(res.Retrieval) > maxEventBytes {
 		return nil, protocol.New(protocol.CodeResponseTooLarge)
 	}
 	if r.onComplete != nil {
@@ -633,4 +645,40 @@ func utf16Len(s string) int {
 		}
 	}
 	return n
+}
+
+// recheckEvidence re-authorizes the run's retrieval evidence (its corpus
+// grant, each source's visibility, revision and digest) before a model
+// step and before run.completed (wire-extensions §6.3). Runs without
+// retrieval pay one nil check.
+func (r *Run) recheckEvidence() error {
+	set := r.plan.contextSet
+	if set == nil || set.Evidence == nil || set.Evidence.Recheck == nil {
+		return nil
+	}
+	if err := set.Evidence.Recheck(r.ctx, r.principal); err != nil {
+		if r.ctx.Err() != nil {
+			return context.Cause(r.ctx)
+		}
+		return protocol.AsPublic(err)
+	}
+	return nil
+}
+
+// contextProgress is the Progress of context assembly: run.progress with
+// phase "context", throttled to one a second like a tool's (a report
+// inside the interval is neither shown nor activity).
+func (r *Run) contextProgress() func() {
+	var last time.Time
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		now := time.Now()
+		if !last.IsZero() && now.Sub(last) < progressInterval {
+			return
+		}
+		last = now
+		r.touch()
+		r.emitLocked(&payload{typ: EventRunProgress, ts: now, phase: PhaseContext})
+	}
 }

@@ -17,9 +17,12 @@ import (
 // consumes it with Next (ModeStream) or Wait (ModeJSON) and may end it with
 // Cancel at any time.
 type Run struct {
-	e         *Engine
-	id        string
-	subject   string
+	e       *Engine
+	id      string
+	subject string
+	// principal is the credential the run started with: retrieval
+	// evidence is re-authorized for it.
+	principal *Principal
 	req       *protocol.RunRequest
 	plan      *plan
 	mode      Mode
@@ -111,6 +114,7 @@ func newRun(e *Engine, p *Principal, req *protocol.RunRequest, pl *plan, mode Mo
 		e:         e,
 		id:        newUUID(),
 		subject:   p.Subject,
+		principal: p,
 		req:       req,
 		plan:      pl,
 		mode:      mode,

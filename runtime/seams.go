@@ -155,13 +155,82 @@ type RunContext interface {
 	// Artifact builds result.artifacts from the final text and validated
 	// output (nil: no outputArtifact); ARTIFACT_TOO_LARGE over its bound.
 	Artifact(text string, output json.RawMessage, set *ContextSet) (json.RawMessage, error)
+	// Retrieval is the run's decoded `retrieval` option: nil without
+	// one, and until CheckRetrieval has decoded it.
+	Retrieval() EvidencePlan
+	// CheckRetrieval is steps 2–3 of wire-core §3.3 for a run carrying
+	// `retrieval`: RETRIEVAL_UNAVAILABLE without a retrieval service, the
+	// option's schema, and attachments + limit ≤ 16 (INVALID_RETRIEVAL).
+	CheckRetrieval() error
 }
 
 // ContextExec is what context assembly knows of its run.
 type ContextExec struct {
 	RunID, Subject string
+	// Principal is the credential the run was started with: retrieval
+	// checks its corpus grant again with the evidence, and references are
+	// read with its grants. Nil outside a run (tests).
+	Principal *Principal
 	// Touch is activity: it re-arms the run's idle timer.
 	Touch func()
+	// Progress reports real retrieval progress: activity, shown as
+	// run.progress with phase "context" (throttled like the others). Nil:
+	// Touch only.
+	Progress func()
+}
+
+// PhaseContext is the run.progress phase of retrieval and context
+// resolution (wire-extensions §1.4).
+const PhaseContext = "context"
+
+// Evidence is the retrieval seam (wire-extensions §6.3, DESIGN.md §8):
+// runtime/retrieval implements it. The engine does not hold it itself:
+// retrieved passages join the run's context list after its attachments
+// and share its budgets, manifest and presentation (wire-context §4,
+// §11.4), so the ContextInputs service holds it and a run's RunContext
+// carries the decoded option.
+type Evidence interface {
+	// Plan decodes a run's `retrieval` member with the strict schema of
+	// §6.3 (INVALID_RETRIEVAL); input is the run's input, the query when
+	// the option names none.
+	Plan(raw json.RawMessage, input string) (EvidencePlan, error)
+}
+
+// EvidencePlan is one run's decoded `retrieval` option.
+type EvidencePlan interface {
+	// Corpus is the corpus searched; the token needs retrieval.search
+	// for it (FORBIDDEN, with the other grants).
+	Corpus() string
+	// Limit is the most passages the search may return (the option's
+	// limit, default 8): attachments plus Limit must not exceed 16.
+	Limit() int
+	// Retrieve searches for exec.Principal after admission (§6.3). No
+	// hit is NO_RETRIEVAL_EVIDENCE; scope failures are CONTEXT_NOT_FOUND.
+	Retrieve(ctx context.Context, exec ContextExec) (*EvidenceSet, error)
+}
+
+// EvidenceSet is what a run's search found.
+type EvidenceSet struct {
+	// Passages are the hits in rank order.
+	Passages []Passage
+	// Result is the full RetrievalResult, compact JSON: result.retrieval.
+	Result json.RawMessage
+	// Recheck re-authorizes the evidence for p — the corpus grant, each
+	// source still visible, at the same revision and document digest —
+	// without embedding anything: CONTEXT_NOT_FOUND, CONTEXT_CHANGED or
+	// FORBIDDEN. The engine calls it before every model step and before
+	// run.completed is recorded.
+	Recheck func(ctx context.Context, p *Principal) error
+}
+
+// Passage is one retrieved chunk as context: a text/plain item whose
+// source is the hit's source with its id replaced by the chunk id.
+type Passage struct {
+	ChunkID, Revision string
+	// Source is that ContextSource, compact JSON (id = ChunkID,
+	// location.documentId = the application's source id).
+	Source json.RawMessage
+	Text   string
 }
 
 // ContextSet is a run's assembled context.
@@ -174,6 +243,9 @@ type ContextSet struct {
 	Sources json.RawMessage
 	// SourceIDs are the ids of Sources in order.
 	SourceIDs []string
+	// Evidence is what the run's retrieval found (nil without the
+	// option): result.retrieval and the re-authorization of its passages.
+	Evidence *EvidenceSet
 	// Release releases resolver leases, once; nil: none.
 	Release func()
 }

@@ -59,6 +59,8 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		if e.contexts == nil {
 			return nil, protocol.New(protocol.CodeInvalidRequest)
 		}
+	}
+	if e.contexts != nil && (len(req.Attachments) > 0 || len(req.OutputArtifact) > 0 || len(req.Retrieval) > 0) {
 		var err error
 		if rc, err = e.contexts.Parse(req); err != nil {
 			return nil, protocol.AsPublic(err)
@@ -68,9 +70,16 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 	if len(req.Session) > 0 {
 		return nil, protocol.New(protocol.CodeSessionsUnavailable)
 	}
-	// 2–3. retrieval (and its attachment budget)
+	// 2–3. retrieval: a service, the option's schema, and its attachment
+	// budget (attachments + limit ≤ 16), all by the context service,
+	// which holds the evidence seam
 	if len(req.Retrieval) > 0 {
-		return nil, protocol.New(protocol.CodeRetrievalUnavailable)
+		if rc == nil {
+			return nil, protocol.New(protocol.CodeRetrievalUnavailable)
+		}
+		if err := rc.CheckRetrieval(); err != nil {
+			return nil, protocol.AsPublic(err)
+		}
 	}
 	// 4. idempotency
 	if req.IdempotencyKey != nil && !e.idemKeys {
@@ -177,7 +186,7 @@ func (e *Engine) validate(req *protocol.RunRequest) (*plan, error) {
 		}
 		pl.instructions += outputDirective + compactString(req.OutputSchema)
 	}
-	if rc != nil && rc.Items() > 0 {
+	if rc != nil && rc.Directive() != "" {
 		if pl.instructions != "" {
 			pl.instructions += "\n\n"
 		}
@@ -198,13 +207,19 @@ func effective(req *int, def, host int) int {
 	return v
 }
 
-// authorize checks the provider grant and the grant of every selected tool
+// authorize checks the provider grant, the grant of every selected tool
 // (wire-core §11.2): an application tool needs an applicationTools grant
-// entry, any other tool the tools grant (wire-extensions §5.1). It runs
-// after validation, so validation codes reach tokens without the grant.
+// entry, any other tool the tools grant (wire-extensions §5.1), and the
+// retrieval.search grant of the run's corpus (§6.3). It runs after
+// validation, so validation codes reach tokens without the grant.
 func authorize(p *Principal, req *protocol.RunRequest, pl *plan) error {
 	if p == nil || !p.Providers[req.Provider] {
 		return protocol.New(protocol.CodeForbidden)
+	}
+	if pl.context != nil {
+		if ev := pl.context.Retrieval(); ev != nil && !p.Can("retrieval.search:"+ev.Corpus()) {
+			return protocol.New(protocol.CodeForbidden)
+		}
 	}
 	for _, t := range req.Tools {
 		if ht := pl.toolByName[t]; ht != nil && ht.app {

@@ -70,6 +70,10 @@ type Options struct {
 	MaxTextBytes int
 	// Resolver serves reference items; nil: they are CONTEXT_UNAVAILABLE.
 	Resolver Resolver
+	// Evidence serves the `retrieval` run option (runtime/retrieval);
+	// nil: a run carrying it is RETRIEVAL_UNAVAILABLE. Its passages join
+	// the context after the attachments (wire-context §4, §11.4).
+	Evidence runtime.Evidence
 }
 
 // Service implements runtime.ContextInputs.
@@ -104,12 +108,14 @@ func (s *Service) Features() []string {
 }
 
 // Parse decodes the run's attachments and outputArtifact with the strict
-// schema; nil when the run carries neither.
+// schema; nil when the run carries neither and no `retrieval`. The
+// retrieval option is decoded later, by CheckRetrieval, in its place in
+// the validation order.
 func (s *Service) Parse(req *protocol.RunRequest) (runtime.RunContext, error) {
-	if len(req.Attachments) == 0 && len(req.OutputArtifact) == 0 {
+	if len(req.Attachments) == 0 && len(req.OutputArtifact) == 0 && len(req.Retrieval) == 0 {
 		return nil, nil
 	}
-	rc := &runContext{s: s, hasSchema: len(req.OutputSchema) > 0}
+	rc := &runContext{s: s, hasSchema: len(req.OutputSchema) > 0, retrieval: req.Retrieval, input: req.Input}
 	var err error
 	if len(req.Attachments) > 0 {
 		if rc.items, err = DecodeItems(req.Attachments); err != nil {
@@ -130,16 +136,53 @@ type runContext struct {
 	bins      [][]byte // decoded inline binaries by index (Check)
 	artifact  *Artifact
 	hasSchema bool
+	// retrieval is the raw `retrieval` option and input the run input
+	// (its default query); plan is the option once CheckRetrieval
+	// decoded it.
+	retrieval json.RawMessage
+	input     string
+	plan      runtime.EvidencePlan
 }
 
 func (rc *runContext) Items() int { return len(rc.items) }
 
+// Directive is the context directive, present when the run has
+// attachments or retrieval (wire-context §6.1).
 func (rc *runContext) Directive() string {
-	if len(rc.items) == 0 {
+	if len(rc.items) == 0 && len(rc.retrieval) == 0 {
 		return ""
 	}
 	return Directive
 }
+
+func (rc *runContext) Retrieval() runtime.EvidencePlan { return rc.plan }
+
+// maxItems bounds attachments plus retrieved passages (wire-context §3.6).
+const maxItems = 16
+
+// CheckRetrieval is steps 2–3 of wire-core §3.3: RETRIEVAL_UNAVAILABLE
+// without a retrieval service, the option's schema (INVALID_RETRIEVAL),
+// then attachments + limit ≤ 16 (INVALID_RETRIEVAL).
+func (rc *runContext) CheckRetrieval() error {
+	if len(rc.retrieval) == 0 {
+		return nil
+	}
+	ev := rc.s.opts.Evidence
+	if ev == nil {
+		return protocol.New(protocol.CodeRetrievalUnavailable)
+	}
+	plan, err := ev.Plan(rc.retrieval, rc.input)
+	if err != nil {
+		return protocol.AsPublic(err)
+	}
+	if len(rc.items)+plan.Limit() > maxItems {
+		return &protocol.Error{Code: codeInvalidRetrieval, Message: "Attachments and retrieved passages exceed 16 items."}
+	}
+	rc.plan = plan
+	return nil
+}
+
+const codeInvalidRetrieval protocol.Code = "INVALID_RETRIEVAL"
 
 // Check is steps 4–6 of wire-context §3.1: the inline preflight, then per
 // item the resolver and modality checks, then the artifact checks.
@@ -169,9 +212,38 @@ func (rc *runContext) Check(mediaTypes []string) error {
 // Assemble builds the run's context (wire-context §4): each item in order,
 // references resolved, every item checked again against the host budget,
 // and the manifest and presentation recorded.
+//
+// A run with retrieval searches first (run.progress phase "context"),
+// and each hit becomes a text/plain item after the attachments, with
+// origin "retrieval" and the chunk id as its source id.
 func (rc *runContext) Assemble(ctx context.Context, exec runtime.ContextExec) (set *runtime.ContextSet, err error) {
-	if len(rc.items) == 0 {
+	if len(rc.items) == 0 && rc.plan == nil {
 		return &runtime.ContextSet{}, nil
+	}
+	items := rc.items
+	var evidence *runtime.EvidenceSet
+	if rc.plan != nil {
+		if exec.Progress != nil {
+			exec.Progress()
+		}
+		if evidence, err = rc.plan.Retrieve(ctx, exec); err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, protocol.AsPublic(err)
+		}
+		if exec.Touch != nil {
+			exec.Touch() // the search finished: activity
+		}
+		items = make([]Item, len(rc.items), len(rc.items)+len(evidence.Passages))
+		copy(items, rc.items)
+		for _, p := range evidence.Passages {
+			src, err := decodeSource(p.Source)
+			if err != nil || src.ID != p.ChunkID {
+				return nil, fail(CodeInvalidContext) // the store's evidence does not hold to the schema
+			}
+			items = append(items, Item{Type: "text", MediaType: TypePlain, Source: src, Text: p.Text})
+		}
 	}
 	var releases []func()
 	defer func() {
@@ -180,17 +252,20 @@ func (rc *runContext) Assemble(ctx context.Context, exec runtime.ContextExec) (s
 		}
 	}()
 	opts := rc.s.opts
-	seen := make(map[string]bool, len(rc.items))
+	seen := make(map[string]bool, len(items))
 	var total, textTotal int
 	var block []byte
 	block = append(block, "\n\n"+heading+"\n["...)
-	set = &runtime.ContextSet{}
-	for i := range rc.items {
+	set = &runtime.ContextSet{Evidence: evidence}
+	for i := range items {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		it := rc.items[i]
+		it := items[i]
 		origin := "inline"
+		if i >= len(rc.items) {
+			origin = "retrieval"
+		}
 		var expires *time.Time
 		if it.Type == "reference" {
 			origin = "reference"
