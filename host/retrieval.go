@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"time"
 	"unicode/utf8"
 
 	"adhost/host/config"
@@ -15,6 +17,7 @@ import (
 	"adhost/runtime/protocol"
 	"adhost/runtime/retrieval"
 	"adhost/runtime/wasm"
+	"adhost/runtime/wasm/pdfium"
 )
 
 // RetrievalService is the retrieval family (wire-extensions §6;
@@ -139,11 +142,14 @@ func cliRetrieval(ctx context.Context, cfg *config.File, h *cliHost, log *slog.L
 			Scope: retrieval.Scope(c.Scope), Ranking: retrieval.Ranking(c.Ranking),
 		})
 	}
-	opts := retrieval.Options{Log: log, Usage: func(u retrieval.EmbeddingUsage) {
-		// Embedding usage is its own meter (§6.5), never generation's.
-		log.Debug("embedding usage", "corpus", u.Corpus, "embedder", u.ProviderID, "account", u.AccountID,
-			"model", u.Model, "subject", u.Subject, "operation", u.Operation, "inputs", u.Inputs, "input_tokens", u.InputTokens)
-	}}
+	opts := retrieval.Options{Log: log, Usage: cliEmbeddingUsage(h.store, h.engine.HostID(), log)}
+	if r.PDF {
+		x, err := cliPDFExtractor(ctx, cfg, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.PDF, opts.PDFPages = x, r.PDFMaxPages
+	}
 	svc, err := retrieval.Open(ctx, h.store, corpora, opts)
 	if err != nil {
 		if protocol.CodeOf(err) == retrieval.CodeIndexIncompatible {
@@ -156,6 +162,48 @@ func cliRetrieval(ctx context.Context, cfg *config.File, h *cliHost, log *slog.L
 		features = append(features[:len(features):len(features)], pdfFeature)
 	}
 	return svc, features, nil
+}
+
+// cliEmbeddingUsage meters embedding calls on their own (§6.5): each
+// successful call becomes an EmbeddingUsageRecord in the store, under the
+// embedding account, apart from the generation usage records (which it
+// never touches). A record the store refuses is logged without content;
+// the retrieval call it belongs to has already succeeded and stands.
+func cliEmbeddingUsage(sink runtime.EmbeddingUsageSink, hostID string, log *slog.Logger) func(retrieval.EmbeddingUsage) {
+	return func(u retrieval.EmbeddingUsage) {
+		rec := &runtime.EmbeddingUsageRecord{
+			Schema: runtime.EmbeddingUsageSchema, EventID: runtime.NewID(), HostID: hostID,
+			AccountID: u.AccountID, Subject: u.Subject, Provider: u.ProviderID, Model: u.Model,
+			Corpus: u.Corpus, Operation: u.Operation, Inputs: u.Inputs,
+			RecordedAt: time.Now().UTC().Format(time.RFC3339Nano),
+		}
+		if u.InputTokens > 0 {
+			n := u.InputTokens
+			rec.InputTokens = &n
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := sink.RecordEmbeddingUsage(ctx, rec); err != nil {
+			log.Warn("embedding usage record not written", "event_id", rec.EventID, "corpus", u.Corpus, "err", err)
+		}
+	}
+}
+
+// cliPDFExtractor is [retrieval] pdf = true: PDFium in WebAssembly,
+// compiled on the first PDF (not at start, so a host that never ingests
+// one pays nothing) into the store's compilation cache beside the
+// extensions' (~5 s cold, ~0.15 s warm). It is released when serve ends.
+func cliPDFExtractor(ctx context.Context, cfg *config.File, log *slog.Logger) (*pdfium.Extractor, error) {
+	r := cfg.Retrieval
+	x, err := pdfium.New(pdfium.Options{
+		Workers: r.PDFWorkers, MemoryMiB: r.PDFMemoryMiB, Timeout: time.Duration(r.PDFTimeoutMs) * time.Millisecond,
+		CacheDir: filepath.Join(cfg.Store.Path, "wasm-cache"), Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retrieval.pdf: %v", err)
+	}
+	context.AfterFunc(ctx, func() { _ = x.Close() })
+	return x, nil
 }
 
 // retrievalOption is svc as a ServerOptions.Retrieval: nil stays a nil

@@ -286,3 +286,42 @@ func typeName(err error) string {
 	}
 	return fmt.Sprintf("%T", err)
 }
+
+// EmbeddingUsageSchema identifies the embedding usage record format.
+const EmbeddingUsageSchema = "adhost.embedding-usage.v1"
+
+// EmbeddingUsageRecord is the prompt-free record of one embedding call
+// made for retrieval: who caused it, on which embedding instance, account
+// and model, for which corpus and operation, and how much it used. No
+// text, query or vector.
+//
+// It is a record kind of its own, not a UsageRecord, because
+// wire-extensions §6.5 meters embedding usage on its own, attributes it to
+// the embedding account and never adds it to generation token totals: a
+// reader of generation usage cannot sum it in by accident, and the usage
+// JSONL (agenticdriver.usage.v2 lines only) never carries it.
+type EmbeddingUsageRecord struct {
+	Schema     string `json:"schema"`
+	EventID    string `json:"eventId"`
+	HostID     string `json:"hostId"`
+	AccountID  string `json:"accountId"`
+	Subject    string `json:"subject,omitempty"`
+	Provider   string `json:"provider"` // the embedding instance id
+	Model      string `json:"model"`
+	Corpus     string `json:"corpus"`
+	Operation  string `json:"operation"` // "index" (index and ingest) or "search" (search and run retrieval)
+	Inputs     int    `json:"inputs"`    // texts embedded by the call
+	RecordedAt string `json:"recordedAt"`
+	// InputTokens is what the provider reported; absent when it reported
+	// nothing (local-hashing, or a service without usage).
+	InputTokens *int64 `json:"inputTokens,omitempty"`
+}
+
+// EmbeddingUsageSink stores embedding usage records (store.Store does).
+type EmbeddingUsageSink interface {
+	RecordEmbeddingUsage(ctx context.Context, rec *EmbeddingUsageRecord) error
+}
+
+// HostID is the id this engine writes into usage records, for the
+// records other features (embedding usage) make beside its own.
+func (e *Engine) HostID() string { return e.hostID }

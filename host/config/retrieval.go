@@ -10,6 +10,10 @@ import (
 //
 //	[retrieval]
 //	pdf = true                       # pdf-ingestion through the sandboxed extractor
+//	pdf_max_pages = 200              # 1..1000 pages per PDF
+//	pdf_workers = 2                  # 1..16 PDFium instances at once
+//	pdf_memory_mib = 256             # 16..2048 MiB of memory per instance
+//	pdf_timeout_ms = 30000           # 1..600000 ms per document
 //
 //	[[retrieval.embedders]]          # an embedding instance of an embedder extension
 //	id = "local-hashing"
@@ -34,9 +38,13 @@ import (
 // Tokens reach a corpus through [tokens.grants] retrieval = { search =
 // ["docs"], index = […], delete = […] }.
 type Retrieval struct {
-	PDF       bool                       `toml:"pdf"`
-	Embedders []Embedder                 `toml:"embedders"`
-	Corpora   map[string]RetrievalCorpus `toml:"corpora"`
+	PDF          bool                       `toml:"pdf"`
+	PDFMaxPages  int                        `toml:"pdf_max_pages"`
+	PDFWorkers   int                        `toml:"pdf_workers"`
+	PDFMemoryMiB int                        `toml:"pdf_memory_mib"`
+	PDFTimeoutMs int                        `toml:"pdf_timeout_ms"`
+	Embedders    []Embedder                 `toml:"embedders"`
+	Corpora      map[string]RetrievalCorpus `toml:"corpora"`
 }
 
 // Embedder is one [[retrieval.embedders]] instance.
@@ -73,6 +81,11 @@ const (
 	MinChunkBytes          = 128
 	MaxChunkBytes          = 16_384
 	MaxEmbeddingDimensions = 4096
+	MaxPDFPages            = 1000
+	MaxPDFWorkers          = 16
+	MinPDFMemoryMiB        = 16
+	MaxPDFMemoryMiB        = 2048
+	MaxPDFTimeoutMs        = 600_000
 )
 
 var retrievalIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$`)
@@ -119,6 +132,23 @@ func (f *File) validateRetrieval(p *problems) {
 					p.add(fmt.Sprintf("tokens[%d].grants.retrieval.%s[%d]", i, op.k, j), "%q is not a configured corpus ([retrieval.corpora])", id)
 				}
 			}
+		}
+	}
+	// The PDF extractor's bounds (§6.5: the host can lower the page
+	// bound, never raise it). Set without pdf = true they would be
+	// ignored, which the operator should hear about.
+	for _, b := range []struct {
+		k      string
+		v      int
+		lo, hi int
+	}{{"pdf_max_pages", r.PDFMaxPages, 1, MaxPDFPages}, {"pdf_workers", r.PDFWorkers, 1, MaxPDFWorkers},
+		{"pdf_memory_mib", r.PDFMemoryMiB, MinPDFMemoryMiB, MaxPDFMemoryMiB}, {"pdf_timeout_ms", r.PDFTimeoutMs, 1, MaxPDFTimeoutMs}} {
+		_, set := f.pos["retrieval."+b.k]
+		switch {
+		case set && !r.PDF:
+			p.add("retrieval."+b.k, "set, but pdf-ingestion is off (pdf = true enables it)")
+		case (set || b.v != 0) && (b.v < b.lo || b.v > b.hi):
+			p.add("retrieval."+b.k, "%d out of range %d..%d", b.v, b.lo, b.hi)
 		}
 	}
 	ids := map[string]int{}

@@ -91,3 +91,41 @@ func itoa(n int) string {
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
 }
+
+// TestRetrievalPDFConfig: the PDF extractor's keys at each edge, named
+// with their line; a bound set while pdf-ingestion is off is refused
+// rather than silently ignored.
+func TestRetrievalPDFConfig(t *testing.T) {
+	for _, c := range []struct {
+		add  string
+		want string
+	}{
+		{"pdf = true\n", ""},
+		{"pdf = true\npdf_max_pages = 1\npdf_workers = 1\npdf_memory_mib = 16\npdf_timeout_ms = 1\n", ""},
+		{"pdf = true\npdf_max_pages = 1000\npdf_workers = 16\npdf_memory_mib = 2048\npdf_timeout_ms = 600000\n", ""},
+		{"pdf = true\npdf_max_pages = 1001\n", "retrieval.pdf_max_pages: 1001 out of range 1..1000"},
+		{"pdf = true\npdf_max_pages = 0\n", "retrieval.pdf_max_pages: 0 out of range 1..1000"},
+		{"pdf = true\npdf_workers = 17\n", "retrieval.pdf_workers: 17 out of range 1..16"},
+		{"pdf = true\npdf_memory_mib = 15\n", "retrieval.pdf_memory_mib: 15 out of range 16..2048"},
+		{"pdf = true\npdf_timeout_ms = 600001\n", "retrieval.pdf_timeout_ms: 600001 out of range 1..600000"},
+		{"pdf_max_pages = 100\n", "host.toml:" + itoa(strings.Count(retrievalDoc, "\n")+3) + ": retrieval.pdf_max_pages: set, but pdf-ingestion is off"},
+		{"pdf = true\npdf_pages = 3\n", "retrieval.pdf_pages"},
+	} {
+		doc := retrievalDoc + "\n[retrieval]\n" + c.add
+		f, err := Decode([]byte(doc), "")
+		if err == nil {
+			err = f.Validate()
+		}
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", c.add, err)
+			} else if !f.Retrieval.PDF {
+				t.Errorf("%q: pdf off", c.add)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.add, err, c.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -74,6 +75,9 @@ type Options struct {
 	// CacheDir is a compilation cache directory, created private (0700);
 	// empty compiles in memory on every start.
 	CacheDir string
+	// Logger hears when PDFium was compiled and how long it took (the
+	// first PDF waits for it); nil: silent.
+	Logger *slog.Logger
 }
 
 // Extractor is the PDFium extractor. Its zero value is not usable; make
@@ -165,6 +169,7 @@ func (e *Extractor) start() (gopdfium.Pool, error) {
 		}
 		rc = rc.WithCompilationCache(cc)
 	}
+	began := time.Now()
 	p, err := webassembly.Init(webassembly.Config{
 		MaxTotal:      e.opts.Workers,
 		FSConfig:      wazero.NewFSConfig(),
@@ -177,9 +182,15 @@ func (e *Extractor) start() (gopdfium.Pool, error) {
 	})
 	if err != nil {
 		e.err = fmt.Errorf("pdfium: %w", err)
+		if e.opts.Logger != nil {
+			e.opts.Logger.Error("pdfium did not compile: pdf-ingestion answers PDF_EXTRACTOR_UNAVAILABLE", "err", err)
+		}
 		return nil, e.err
 	}
 	e.pool = p
+	if e.opts.Logger != nil {
+		e.opts.Logger.Info("pdfium compiled for pdf-ingestion", "took", time.Since(began).Round(time.Millisecond), "cached", e.opts.CacheDir != "")
+	}
 	return p, nil
 }
 
