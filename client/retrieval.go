@@ -2,9 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"regexp"
+
+	"adhost/runtime/protocol"
 )
 
 // The retrieval family's calls (wire-extensions §6.2–§6.5). Each receipt
@@ -87,6 +91,10 @@ type IngestionManifest struct {
 		ID      string `json:"id"`
 		Version string `json:"version"`
 	} `json:"extractor"`
+	OCRExtractor *struct {
+		ID      string `json:"id"`
+		Version string `json:"version"`
+	} `json:"ocrExtractor,omitempty"`
 	Chunker *struct {
 		ID       string `json:"id"`
 		MaxBytes int    `json:"maxBytes"`
@@ -217,13 +225,26 @@ func checkManifest(m *IngestionManifest, chunks int) string {
 		return "ingestion.chunks does not match the receipt"
 	case (m.Format == "pdf") != (m.Pages != nil):
 		return "ingestion.pages must be present exactly for a PDF"
+	case m.Format != "email" && m.Messages != nil:
+		return "ingestion.messages belongs to an email thread"
+	case m.OCRExtractor != nil && (m.OCRExtractor.ID == "" || len(m.OCRExtractor.Version) > 128):
+		return "ingestion.ocrExtractor is invalid"
 	}
+	// Passages never cross a page or a message (§6.5): every page or
+	// message with text gave at least one chunk, and a document with no
+	// text at all is never stored.
 	if p := m.Pages; p != nil {
 		if p.Total < 1 || p.Total > 1000 || !pageList(p.OCR, p.Total) || !pageList(p.Empty, p.Total) {
 			return "ingestion.pages is inconsistent"
 		}
+		if len(p.OCR) > 0 && m.OCRExtractor == nil {
+			return "ingestion.pages.ocr without an ocrExtractor"
+		}
+		if len(p.Empty) >= p.Total || m.Chunks < p.Total-len(p.Empty) {
+			return "ingestion.chunks does not cover the pages with text"
+		}
 	}
-	if e := m.Messages; e != nil && (e.Total < 1 || e.Total > 1000 || e.Empty < 0 || e.Empty >= e.Total) {
+	if e := m.Messages; e != nil && (e.Total < 1 || e.Total > 1000 || e.Empty < 0 || e.Empty >= e.Total || m.Chunks < e.Total-e.Empty) {
 		return "ingestion.messages is inconsistent"
 	}
 	return ""
@@ -273,5 +294,96 @@ func checkRetrievalResult(r *RetrievalResult, corpus string) error {
 		}
 		seen[h.ChunkID] = true
 	}
+	return nil
+}
+
+// validateResultRetrieval checks result.retrieval against the run's
+// `retrieval` option (wire-extensions §6.3): required and a valid
+// RetrievalResult of the corpus asked for, hits only from the selected
+// sources, each hit's ingestion manifest consistent, and each hit supplied
+// to the model as a result.sources entry of origin "retrieval" with the
+// chunk id, the document's revision and id, and the SHA-256 and byte count
+// of exactly the passage text (a client can recompute both, so it does).
+// Without the option the member is an extension the client did not ask
+// for and is ignored.
+func validateResultRetrieval(m object, req *protocol.RunRequest, r *protocol.RunResult) error {
+	if len(req.Retrieval) == 0 {
+		return nil
+	}
+	var opt struct {
+		Corpus    string   `json:"corpus"`
+		SourceIDs []string `json:"sourceIds"`
+	}
+	if err := json.Unmarshal(req.Retrieval, &opt); err != nil {
+		return fieldError("the request's retrieval option does not decode")
+	}
+	raw, present := m["retrieval"]
+	ro, ok := asObject(raw)
+	if !present || !ok {
+		return fieldError("result.retrieval is missing for a run with retrieval")
+	}
+	// encoding/json turns null into zero values: check what it would hide.
+	hitsRaw, ok := asArray(ro["hits"])
+	if !ok {
+		return fieldError("result.retrieval.hits is not an array")
+	}
+	for _, h := range hitsRaw {
+		ho, ok := asObject(h)
+		if !ok {
+			return fieldError("a hit is not an object")
+		}
+		if _, ok := asNumber(ho["score"]); !ok {
+			return fieldError("a hit's score is not a number")
+		}
+		if ing, present := ho["ingestion"]; present && firstByte(ing) != '{' {
+			return fieldError("a hit's ingestion is not an object")
+		}
+	}
+	var res RetrievalResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fieldError("result.retrieval does not decode")
+	}
+	if err := checkRetrievalResult(&res, opt.Corpus); err != nil {
+		return err
+	}
+	var sources []struct {
+		ID, Revision, MediaType, Sha256, Origin string
+		Bytes                                   int
+		Location                                *RetrievalLocation
+	}
+	if len(r.Sources) > 0 {
+		if err := json.Unmarshal(r.Sources, &sources); err != nil {
+			return fieldError("result.sources does not decode")
+		}
+	}
+	byID := make(map[string]int, len(sources))
+	for i, s := range sources {
+		byID[s.ID] = i
+	}
+	for _, h := range res.Hits {
+		if opt.SourceIDs != nil && !contains(opt.SourceIDs, h.Source.ID) {
+			return fieldError("a hit comes from a source the run did not select")
+		}
+		if len(h.Ingestion) > 0 {
+			var mf IngestionManifest
+			if err := json.Unmarshal(h.Ingestion, &mf); err != nil {
+				return fieldError("a hit's ingestion manifest does not decode")
+			}
+			if msg := checkManifest(&mf, mf.Chunks); msg != "" {
+				return fieldError(msg)
+			}
+		}
+		i, ok := byID[h.ChunkID]
+		if !ok {
+			return fieldError("a hit has no result.sources entry")
+		}
+		s := sources[i]
+		sum := sha256.Sum256([]byte(h.Text))
+		if s.Origin != "retrieval" || s.Revision != h.Source.Revision || s.Location == nil || s.Location.DocumentID != h.Source.ID ||
+			s.Bytes != len(h.Text) || s.Sha256 != hex.EncodeToString(sum[:]) {
+			return fieldError("a hit's result.sources entry does not describe the passage")
+		}
+	}
+	r.Retrieval = compact(raw)
 	return nil
 }

@@ -332,6 +332,9 @@ func validateResult(raw json.RawMessage, req *protocol.RunRequest, runID string)
 	if err := validateContextResult(m, &r); err != nil { // client/context.go
 		return nil, err
 	}
+	if err := validateResultRetrieval(m, req, &r); err != nil { // client/retrieval.go
+		return nil, err
+	}
 	return &r, nil
 }
 
