@@ -24,7 +24,7 @@ import (
 // the current principal of a credential digest (the server's tokens, as
 // a reload left them): dispatch re-checks a job's grants with it, and
 // only the worker calls it.
-func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger, resolve func(digest string) *runtime.Principal) (*jobs.Service, []string, error) {
+func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger, tel *Telemetry, resolve func(digest string) *runtime.Principal) (*jobs.Service, []string, error) {
 	if !cfg.JobsOn() {
 		return nil, nil, nil
 	}
@@ -44,7 +44,7 @@ func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger
 	}
 	svc, err := jobs.Open(ctx, jobs.Options{
 		Store:             h.durable,
-		Engine:            h.engine,
+		Engine:            tel.JobEngine(h.engine),
 		Resolve:           resolve,
 		HostID:            cfg.Usage.HostID,
 		LeaseOwner:        h.leaseOwner(),

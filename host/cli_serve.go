@@ -126,7 +126,7 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 	// The worker resolves credentials through the server's tokens (as a
 	// reload leaves them); it starts only once srv is set.
 	var srv *Server
-	jobSvc, jobFeatures, err := cliJobs(ctx, cfg, h, log, func(d string) *runtime.Principal { return srv.PrincipalByDigest(d) })
+	jobSvc, jobFeatures, err := cliJobs(ctx, cfg, h, log, tel, func(d string) *runtime.Principal { return srv.PrincipalByDigest(d) })
 	if err != nil {
 		return env.fail("serve", err)
 	}

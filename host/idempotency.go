@@ -72,6 +72,7 @@ func (s *Server) serveKeyedRun(w http.ResponseWriter, r *http.Request, p *runtim
 	}
 	s.streams.add()
 	defer s.streams.done()
+	noteReplayed(w)
 	s.writeReplay(w, r, replay, mode)
 }
 

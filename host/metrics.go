@@ -65,10 +65,11 @@ const (
 	outcomeRejected
 	outcomeFailed
 	outcomeCancelled
+	outcomeReplayed // an idempotent replay (noteReplayed)
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"completed", "rejected", "failed", "cancelled"}
+var outcomeNames = [numOutcomes]string{"completed", "rejected", "failed", "cancelled", "replayed"}
 
 // NewMetrics returns the registry of GET /metrics. storeDir is the data
 // directory whose store files adhost_store_bytes sums ("" : 0).
@@ -155,6 +156,7 @@ func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInstances
 	ch <- descStore
 	ch <- descExtension
+	ch <- descTelemetryDropped
 }
 
 func (g gauges) Collect(ch chan<- prometheus.Metric) {
@@ -174,6 +176,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descExtension, prometheus.GaugeValue, 1, x.ID, x.Version, x.SHA256)
 	}
 	ch <- prometheus.MustNewConstMetric(descStore, prometheus.GaugeValue, float64(storeBytes(g.m.storeDir)))
+	collectTelemetry(g.m.src.Load(), ch)
 }
 
 // storeBytes sums the Badger files of dir (tables, value logs, manifest);
@@ -226,8 +229,9 @@ func (s *Server) metricsRoute() endpoint {
 // host record.
 type obsWriter struct {
 	http.ResponseWriter
-	status int
-	runID  string
+	status   int
+	runID    string
+	replayed bool
 }
 
 func (o *obsWriter) WriteHeader(code int) {
@@ -277,6 +281,8 @@ func (s *Server) observed(o *obsWriter, r *http.Request, start time.Time) {
 	switch {
 	case r.Context().Err() != nil:
 		outcome = outcomeCancelled
+	case o.replayed:
+		outcome = outcomeReplayed
 	case o.status >= 500:
 		outcome = outcomeFailed
 	case o.status >= 400:

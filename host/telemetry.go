@@ -3,6 +3,7 @@ package host
 import (
 	"io"
 	"log/slog"
+	"net/http"
 
 	"adhost/host/config"
 )
@@ -36,4 +37,13 @@ func newLogger(w io.Writer, l *config.Log, verbose bool) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// noteReplayed marks the request as an idempotent replay: its host record
+// and access line report outcome "replayed" (wire-extensions §11.2), with
+// the span status OK, whatever the recorded outcome it replays.
+func noteReplayed(w http.ResponseWriter) {
+	if o, ok := w.(*obsWriter); ok {
+		o.replayed = true
+	}
 }

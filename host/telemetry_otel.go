@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -25,6 +26,8 @@ import (
 
 	"adhost/host/config"
 	"adhost/runtime"
+	"adhost/runtime/jobs"
+	"adhost/runtime/protocol"
 )
 
 // Telemetry is the OpenTelemetry export of wire-extensions §11.2: spans
@@ -48,6 +51,7 @@ type Telemetry struct {
 	dur     metric.Float64Histogram
 	prog    metric.Int64Counter
 	active  atomic.Int32 // runs being traced
+	spans   *spanQueue
 	log     *slog.Logger
 	opAttrs [numKinds][numOutcomes]metric.MeasurementOption
 }
@@ -63,7 +67,8 @@ const (
 	telActiveRuns   = 128
 	telSpansPerRun  = 128
 	telQueueRecords = 128
-	telBatch        = 64
+	telQueueBytes   = 2_000_000
+	telBatch        = 16
 	telTimeout      = time.Second
 )
 
@@ -97,12 +102,11 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 	if d.SampleRate != nil {
 		rate = *d.SampleRate
 	}
+	t.spans = newSpanQueue(&guardedSpans{exp: texp, g: newGuard("traces", log)}, telQueueRecords, telQueueBytes, telBatch, time.Second)
 	t.tp = sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.TraceIDRatioBased(rate)),
-		sdktrace.WithSpanProcessor(sdktrace.NewBatchSpanProcessor(&guardedSpans{exp: texp, g: newGuard("traces", log)},
-			sdktrace.WithMaxQueueSize(telQueueRecords), sdktrace.WithMaxExportBatchSize(telBatch),
-			sdktrace.WithExportTimeout(telTimeout), sdktrace.WithBatchTimeout(time.Second))),
+		sdktrace.WithSpanProcessor(t.spans),
 	)
 	t.mp = sdkmetric.NewMeterProvider(
 		sdkmetric.WithResource(res),
@@ -273,7 +277,7 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 			attrs = append(attrs, attribute.String("agenticdriver.request_id", reqID))
 		}
 		span.SetAttributes(attrs...)
-		if outcome == outcomeCompleted {
+		if outcome == outcomeCompleted || outcome == outcomeReplayed {
 			span.SetStatus(codes.Ok, "")
 		} else {
 			span.SetStatus(codes.Error, "")
@@ -288,6 +292,12 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 // traced runs is reached).
 func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLog {
 	ctx, reqID := correlation(r)
+	return t.startRun(ctx, reqID, "run", req)
+}
+
+// startRun starts the agenticdriver.run span of a run of operation kind
+// op ("run", or "job" for a durable job's run) under ctx's remote parent.
+func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtimeRequest) runtime.EventLog {
 	if t.active.Add(1) > telActiveRuns {
 		t.active.Add(-1)
 		return nil
@@ -300,7 +310,7 @@ func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLo
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String("agenticdriver.observation_id", newObservationID()),
-		attribute.String("agenticdriver.operation", "run"),
+		attribute.String("agenticdriver.operation", op),
 	}
 	if reqID != "" {
 		attrs = append(attrs, attribute.String("agenticdriver.request_id", reqID))
@@ -310,6 +320,40 @@ func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLo
 	}
 	span.SetAttributes(attrs...)
 	return &runTrace{t: t, ctx: ctx, run: span}
+}
+
+// JobEngine returns the engine the durable-jobs service starts runs with:
+// e itself without telemetry, else e with every job's run traced like a
+// foreground run, as operation "job". The submit request's traceparent
+// and AgenticDriver-Request-Id correlate its own host record only:
+// headers are not persisted into jobs (wire-extensions §11.2), so a job's
+// run, which may start after a restart or on a lease taken over, starts a
+// trace of its own. (Metadata correlation, which would persist, is not
+// offered: [diagnostics] has no metadata keys.)
+func (t *Telemetry) JobEngine(e jobs.Engine) jobs.Engine {
+	if t == nil {
+		return e
+	}
+	return &tracedJobs{Engine: e, t: t}
+}
+
+type tracedJobs struct {
+	jobs.Engine
+	t *Telemetry
+}
+
+func (tj *tracedJobs) StartWith(ctx context.Context, p *runtime.Principal, req *protocol.RunRequest, mode runtime.Mode, opts runtime.StartOptions) (*runtime.Run, error) {
+	l := tj.t.startRun(context.Background(), "", "job", &runtimeRequest{provider: req.Provider, model: req.Model})
+	if l != nil {
+		// After the job's own log: the trace sees only what the job
+		// committed.
+		opts.Log = runtime.JoinLogs(opts.Log, l)
+	}
+	run, err := tj.Engine.StartWith(ctx, p, req, mode, opts)
+	if err != nil && l != nil {
+		tj.t.abandon(l)
+	}
+	return run, err
 }
 
 // runtimeRequest is what a run's trace may name (include_names only).
@@ -455,4 +499,182 @@ func (s *Server) traceRun(r *http.Request, req *runtimeRequest, opts *runtime.St
 			s.tel.abandon(l)
 		}
 	}
+}
+
+// spanQueue is the span processor: a queue bounded in records and in
+// bytes (wire-extensions §11.2: 128 records and 2,000,000 bytes by
+// default) exported in batches of telBatch from one goroutine, every
+// interval or as soon as a batch is full. A span that would pass either
+// bound is dropped — the newest, so what is queued goes out whole and a
+// burst costs the burst's tail, never a wait — and counted (Dropped,
+// adhost_telemetry_dropped_total). The bytes are an estimate of a span's
+// OTLP encoding (spanBytes): its name, attribute keys and values, events
+// and a fixed part for ids, times, kind and status.
+type spanQueue struct {
+	exp               sdktrace.SpanExporter
+	maxRecs, maxBytes int
+	batch             int
+	interval          time.Duration
+
+	mu      sync.Mutex
+	q       []sdktrace.ReadOnlySpan
+	bytes   int
+	sizes   []int // bytes of q[i]
+	closed  bool
+	dropped atomic.Int64
+
+	wake chan struct{} // size 1: a batch is full, or a flush is asked
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newSpanQueue(exp sdktrace.SpanExporter, maxRecs, maxBytes, batch int, interval time.Duration) *spanQueue {
+	q := &spanQueue{exp: exp, maxRecs: maxRecs, maxBytes: maxBytes, batch: batch, interval: interval,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go q.loop()
+	return q
+}
+
+// spanOverhead is the fixed part of a span's estimated encoding: trace,
+// span and parent ids, two timestamps, kind, status and framing.
+const spanOverhead = 96
+
+// spanBytes estimates s's OTLP encoding.
+func spanBytes(s sdktrace.ReadOnlySpan) int {
+	n := spanOverhead + len(s.Name())
+	for _, kv := range s.Attributes() {
+		n += 8 + len(kv.Key) + len(kv.Value.Emit())
+	}
+	for _, ev := range s.Events() {
+		n += 16 + len(ev.Name)
+		for _, kv := range ev.Attributes {
+			n += 8 + len(kv.Key) + len(kv.Value.Emit())
+		}
+	}
+	return n
+}
+
+func (q *spanQueue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+func (q *spanQueue) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return
+	}
+	n := spanBytes(s)
+	q.mu.Lock()
+	if q.closed || len(q.q) >= q.maxRecs || q.bytes+n > q.maxBytes {
+		q.mu.Unlock()
+		q.dropped.Add(1)
+		return
+	}
+	q.q = append(q.q, s)
+	q.sizes = append(q.sizes, n)
+	q.bytes += n
+	full := len(q.q) >= q.batch
+	q.mu.Unlock()
+	if full {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Dropped counts the spans dropped at the queue's bounds.
+func (q *spanQueue) Dropped() int64 { return q.dropped.Load() }
+
+// take removes up to one batch from the head of the queue.
+func (q *spanQueue) take() []sdktrace.ReadOnlySpan {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := min(len(q.q), q.batch)
+	if n == 0 {
+		return nil
+	}
+	out := append([]sdktrace.ReadOnlySpan(nil), q.q[:n]...)
+	for _, b := range q.sizes[:n] {
+		q.bytes -= b
+	}
+	rest := copy(q.q, q.q[n:])
+	clear(q.q[rest:])
+	q.q = q.q[:rest]
+	q.sizes = q.sizes[:copy(q.sizes, q.sizes[n:])]
+	return out
+}
+
+// exportAll sends what is queued, batch by batch, each within the export
+// timeout (the guard switches a failing exporter off; nothing is retried).
+func (q *spanQueue) exportAll(ctx context.Context) {
+	for {
+		b := q.take()
+		if len(b) == 0 {
+			return
+		}
+		ectx, cancel := context.WithTimeout(ctx, telTimeout)
+		_ = q.exp.ExportSpans(ectx, b)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (q *spanQueue) loop() {
+	defer close(q.done)
+	tick := time.NewTicker(q.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-q.stop:
+			return
+		case <-tick.C:
+		case <-q.wake:
+		}
+		q.exportAll(context.Background())
+	}
+}
+
+// ForceFlush exports what is queued now, within ctx.
+func (q *spanQueue) ForceFlush(ctx context.Context) error {
+	q.exportAll(ctx)
+	return ctx.Err()
+}
+
+// Shutdown refuses new spans, sends what is queued within ctx and stops
+// the exporter.
+func (q *spanQueue) Shutdown(ctx context.Context) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	q.mu.Unlock()
+	close(q.stop)
+	<-q.done
+	q.exportAll(ctx)
+	return q.exp.Shutdown(ctx)
+}
+
+// DroppedSpans counts the spans dropped at the telemetry queue's bounds
+// (0 without telemetry).
+func (t *Telemetry) DroppedSpans() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.spans.Dropped()
+}
+
+var descTelemetryDropped = prometheus.NewDesc("adhost_telemetry_dropped_total",
+	"Telemetry records dropped at a bound of wire-extensions §11.2 (spans: the export queue's 128 records or 2,000,000 bytes); execution never waits on telemetry.",
+	[]string{"signal"}, nil)
+
+// collectTelemetry adds the telemetry's own series to a scrape of s's
+// metrics (zero while telemetry is off).
+func collectTelemetry(s *Server, ch chan<- prometheus.Metric) {
+	var dropped int64
+	if s != nil {
+		dropped = s.tel.DroppedSpans()
+	}
+	ch <- prometheus.MustNewConstMetric(descTelemetryDropped, prometheus.CounterValue, float64(dropped), "spans")
 }
