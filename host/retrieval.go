@@ -142,7 +142,16 @@ func cliRetrieval(ctx context.Context, cfg *config.File, h *cliHost, log *slog.L
 			Scope: retrieval.Scope(c.Scope), Ranking: retrieval.Ranking(c.Ranking),
 		})
 	}
-	opts := retrieval.Options{Log: log, Usage: cliEmbeddingUsage(h.store, h.engine.HostID(), log)}
+	// The engine (and so the host id of usage records) is made after
+	// retrieval, which it takes as its evidence source: read the id when a
+	// record is made, by which time the engine exists.
+	hostID := func() string {
+		if h.engine == nil {
+			return ""
+		}
+		return h.engine.HostID()
+	}
+	opts := retrieval.Options{Log: log, Usage: cliEmbeddingUsage(h.store, hostID, log)}
 	if r.PDF {
 		x, err := cliPDFExtractor(ctx, cfg, log)
 		if err != nil {
@@ -169,10 +178,10 @@ func cliRetrieval(ctx context.Context, cfg *config.File, h *cliHost, log *slog.L
 // embedding account, apart from the generation usage records (which it
 // never touches). A record the store refuses is logged without content;
 // the retrieval call it belongs to has already succeeded and stands.
-func cliEmbeddingUsage(sink runtime.EmbeddingUsageSink, hostID string, log *slog.Logger) func(retrieval.EmbeddingUsage) {
+func cliEmbeddingUsage(sink runtime.EmbeddingUsageSink, hostID func() string, log *slog.Logger) func(retrieval.EmbeddingUsage) {
 	return func(u retrieval.EmbeddingUsage) {
 		rec := &runtime.EmbeddingUsageRecord{
-			Schema: runtime.EmbeddingUsageSchema, EventID: runtime.NewID(), HostID: hostID,
+			Schema: runtime.EmbeddingUsageSchema, EventID: runtime.NewID(), HostID: hostID(),
 			AccountID: u.AccountID, Subject: u.Subject, Provider: u.ProviderID, Model: u.Model,
 			Corpus: u.Corpus, Operation: u.Operation, Inputs: u.Inputs,
 			RecordedAt: time.Now().UTC().Format(time.RFC3339Nano),
@@ -216,11 +225,15 @@ func retrievalOption(svc *retrieval.Service) RetrievalService {
 }
 
 // cliContextSources gives the selected-context service what [retrieval]
-// serves it: the evidence of the `retrieval` run option. Nothing without
+// serves it: the evidence of the `retrieval` run option and the stored
+// documents references name. Nothing without
 // retrieval (a nil *Service must not become a non-nil interface).
 func cliContextSources(opts *attachments.Options, retr *retrieval.Service) {
 	if retr == nil {
 		return
 	}
 	opts.Evidence = retr
+	// References resolve against the documents retrieval stores
+	// (runtime/retrieval/documents.go): context-references.
+	opts.Resolver = attachments.StoreResolver{Docs: retr}
 }

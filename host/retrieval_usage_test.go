@@ -33,7 +33,7 @@ func TestEmbeddingUsageMeteredApart(t *testing.T) {
 			AccountID: account, AuthMode: "none", Model: "hash-ngram-32", Dimensions: 32, Version: "v1"}}
 	}
 	svc, err := retrieval.Open(t.Context(), st, []retrieval.Corpus{corpus("docs", "acct-docs"), corpus("notes", "acct-notes")},
-		retrieval.Options{Usage: cliEmbeddingUsage(st, eng.HostID(), slog.New(slog.DiscardHandler))})
+		retrieval.Options{Usage: cliEmbeddingUsage(st, eng.HostID, slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
 	}
