@@ -336,7 +336,11 @@ func cliProvision(ctx context.Context, cfg *config.File, log *slog.Logger) (_ *c
 	if h.retr, h.retrFeatures, err = cliRetrieval(ctx, cfg, h, log); err != nil {
 		return nil, err
 	}
-	opts.Context = cliContext(cfg, h.retr)
+	ctxSvc := cliContext(cfg, h.retr)
+	if ctxSvc.References() {
+		h.retrFeatures = append(h.retrFeatures, "context-references") // the server orders features
+	}
+	opts.Context = ctxSvc
 	opts.UsageSink = sinks
 	opts.HostID = hostID
 	opts.Logger = log

@@ -225,11 +225,15 @@ func retrievalOption(svc *retrieval.Service) RetrievalService {
 }
 
 // cliContextSources gives the selected-context service what [retrieval]
-// serves it: the evidence of the `retrieval` run option. Nothing without
+// serves it: the evidence of the `retrieval` run option and the stored
+// documents references name. Nothing without
 // retrieval (a nil *Service must not become a non-nil interface).
 func cliContextSources(opts *attachments.Options, retr *retrieval.Service) {
 	if retr == nil {
 		return
 	}
 	opts.Evidence = retr
+	// References resolve against the documents retrieval stores
+	// (runtime/retrieval/documents.go): context-references.
+	opts.Resolver = attachments.StoreResolver{Docs: retr}
 }

@@ -285,8 +285,8 @@ func FuzzDecodeItems(f *testing.F) {
 // docs is a DocumentStore with one document readable by alice only.
 type docs struct{}
 
-func (docs) Document(_ context.Context, subject, id string) (*Document, error) {
-	if id != "handbook" || subject != "alice" {
+func (docs) Document(_ context.Context, p *runtime.Principal, ref Reference) (*Document, error) {
+	if ref.ID != "handbook" || p.Subject != "alice" {
 		return nil, ErrNoDocument
 	}
 	return &Document{Source: Source{ID: "handbook", Revision: "v2"}, MediaType: TypeMarkdown, Text: "# Handbook"}, nil
@@ -310,7 +310,7 @@ func TestStoreResolver(t *testing.T) {
 		if err := rc.Check(nil); err != nil {
 			t.Fatal(err)
 		}
-		set, err := rc.Assemble(t.Context(), runtime.ContextExec{Subject: tc.subject})
+		set, err := rc.Assemble(t.Context(), runtime.ContextExec{Subject: tc.subject, Principal: &runtime.Principal{Subject: tc.subject}})
 		if code(err) != tc.want && !(err == nil && tc.want == "") {
 			t.Errorf("%s as %s: %v, want %s", tc.items, tc.subject, err, tc.want)
 			continue

@@ -32,9 +32,12 @@ type Document struct {
 // DocumentStore is the small interface references need from whatever
 // stores documents (runtime/retrieval's ingestion, through the host).
 type DocumentStore interface {
-	// Document returns the current revision of the document with source
-	// id for subject, or ErrNoDocument.
-	Document(ctx context.Context, subject, id string) (*Document, error)
+	// Document returns the current revision of the document ref names
+	// that p may read, or ErrNoDocument. Where several stored documents
+	// could answer (one per corpus), the one at ref.Revision wins. p is
+	// the run's credential: its grants and subject decide, never the
+	// request.
+	Document(ctx context.Context, p *runtime.Principal, ref Reference) (*Document, error)
 }
 
 // StoreResolver resolves references against a DocumentStore: unknown or
@@ -50,7 +53,10 @@ var _ Resolver = StoreResolver{}
 
 // Resolve implements Resolver.
 func (r StoreResolver) Resolve(ctx context.Context, ref Reference, exec runtime.ContextExec) (*Lease, error) {
-	d, err := r.Docs.Document(ctx, exec.Subject, ref.ID)
+	if exec.Principal == nil {
+		return nil, fail(CodeContextNotFound)
+	}
+	d, err := r.Docs.Document(ctx, exec.Principal, ref)
 	switch {
 	case errors.Is(err, ErrNoDocument):
 		return nil, fail(CodeContextNotFound)

@@ -240,7 +240,11 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 	for _, ch := range chunks {
 		m.IndexedTextBytes += len(ch.Text)
 	}
-	return s.Put(ctx, p, &IndexRequest{Corpus: req.Corpus, Source: src, Chunks: chunks, Ingestion: m}, nil)
+	ir := &IndexRequest{Corpus: req.Corpus, Source: src, Chunks: chunks, Ingestion: m}
+	if req.Doc.Type == "text" {
+		ir.Text, ir.MediaType = req.Doc.Text, req.Doc.MediaType // for references (documents.go)
+	}
+	return s.Put(ctx, p, ir, nil)
 }
 
 // normaliseLines turns CRLF and CR into LF.

@@ -83,7 +83,8 @@ func (s *Service) Put(ctx context.Context, p *runtime.Principal, req *IndexReque
 	if err != nil {
 		return nil, err
 	}
-	rec := &docRecord{Source: src, Chunks: req.Chunks, Ingestion: req.Ingestion, Digest: sum, Vectors: packVectors(vecs)}
+	rec := &docRecord{Source: src, Chunks: req.Chunks, Ingestion: req.Ingestion, Digest: sum, Vectors: packVectors(vecs),
+		Text: req.Text, MediaType: req.MediaType}
 	if c.Scope == ScopeSubject {
 		rec.Subjects = []string{p.Subject}
 	}
@@ -154,7 +155,7 @@ func (c *corpus) indexable(subject string, src Source, sum string) (*liveDoc, er
 func (c *corpus) fits(prev *liveDoc, req *IndexRequest) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var add int64
+	add := int64(len(req.Text))
 	for _, ch := range req.Chunks {
 		if o := c.owner[ch.ID]; o != nil && o != prev {
 			return fail(CodeChunkConflict)
@@ -164,7 +165,7 @@ func (c *corpus) fits(prev *liveDoc, req *IndexRequest) error {
 	rows, bytes := c.mat.rows()+len(req.Chunks), c.bytes+add
 	if prev != nil {
 		rows -= len(prev.rows)
-		bytes -= prev.bytes
+		bytes -= prev.bytes + int64(len(prev.rec.Text))
 	}
 	if rows > c.MaxChunks || bytes > c.MaxPayloadBytes {
 		return fail(CodeIndexFull)

@@ -90,6 +90,10 @@ type IndexRequest struct {
 	Source    Source
 	Chunks    []Chunk
 	Ingestion *Manifest
+	// Text and MediaType are set by ingestion of a text or Markdown
+	// document: its original text, stored with the chunks for references
+	// and counted in the corpus payload; not part of documentSha256.
+	Text, MediaType string
 }
 
 // Manifest is an ingestion manifest (§6.5). Unset optional members are

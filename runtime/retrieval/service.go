@@ -148,6 +148,11 @@ type docRecord struct {
 	Ingestion *Manifest `json:"ingestion,omitempty"`
 	Digest    string    `json:"digest"`
 	Subjects  []string  `json:"subjects,omitempty"`
+	// Text and MediaType are a text or Markdown document's original
+	// text as ingested, kept for references (documents.go); empty for
+	// documents indexed as chunks, email threads and PDFs.
+	Text      string `json:"text,omitempty"`
+	MediaType string `json:"mediaType,omitempty"`
 	// Vectors are the chunks' vectors, little-endian float32, row after row.
 	Vectors []byte `json:"vectors"`
 }
@@ -314,7 +319,7 @@ func (c *corpus) apply(old *liveDoc, rec *docRecord, vecs [][]float32, kvRev uin
 		d.bytes += int64(len(ch.Text))
 		texts[i] = ch.Text
 	}
-	c.bytes += d.bytes
+	c.bytes += d.bytes + int64(len(rec.Text)) // the kept text is payload too
 	c.docs[rec.Source.ID] = d
 	c.lex.add(d, texts)
 }
@@ -337,7 +342,7 @@ func (c *corpus) drop(d *liveDoc) {
 	for _, ch := range d.rec.Chunks {
 		delete(c.owner, ch.ID)
 	}
-	c.bytes -= d.bytes
+	c.bytes -= d.bytes + int64(len(d.rec.Text))
 	delete(c.docs, d.rec.Source.ID)
 	c.lex.remove(d)
 }
