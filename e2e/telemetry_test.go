@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -207,4 +211,262 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// featureTelemetrySite is the dev site with every extension feature on —
+// idempotency, durable jobs, sessions, approvals and application tools,
+// retrieval with the local-hashing embedder — plus /metrics, and OTLP
+// export at level progress to rc; the dev token holds every grant.
+func featureTelemetrySite(t *testing.T, rc *otlpReceiver) *site {
+	t.Helper()
+	s := newSite(t)
+	lh := copyPlugin(t, s.dir, "local-hashing", "1.0.0")
+	doc, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(doc), "version = 1\n", fmt.Sprintf(`version = 1
+
+[idempotency]
+enabled = true
+
+[jobs]
+enabled = true
+retention_ms = 3600000
+max_jobs = 100
+max_jobs_per_subject = 100
+workers = 1
+poll_interval_ms = 20
+
+[sessions]
+enabled = true
+retention_ms = 3600000
+
+[approvals]
+enabled = true
+
+[application_tools]
+enabled = true
+require_approval = false
+
+[metrics]
+enabled = true
+
+[diagnostics]
+otlp_endpoint = %q
+level = "progress"
+include_names = false
+export_interval_ms = 1000
+`, rc.URL), 1)
+	text = strings.Replace(text, `names = ["conformance_lookup"]`+"\n", `names = ["conformance_lookup"]`+"\nrequires_approval = [\"conformance_lookup\"]\n", 1)
+	// The dev token is the document's last table.
+	text += fmt.Sprintf(`
+[tokens.grants]
+metrics = true
+jobs = ["submit", "read", "cancel"]
+sessions = ["create", "read", "continue", "delete"]
+approve_tools = ["conformance_lookup"]
+application_tools = [{ name = "lookup_ticket", requires_approval = false }]
+retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }
+
+[[extensions]]
+id = "local-hashing"
+version = "1.0.0"
+module = %q
+sha256 = %q
+
+[[retrieval.embedders]]
+id = "local-hashing"
+extension = "local-hashing@1.0.0"
+account_id = "local"
+
+[retrieval.corpora.docs]
+embedder = "local-hashing"
+model = "hash-ngram-256"
+dimensions = 256
+version = "docs-v1"
+`, filepath.Base(lh.path), lh.digest)
+	if err := os.WriteFile(s.config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTelemetryRedactionFeatures: the extension features through a
+// capturing OTLP receiver — an idempotent run and its replays (outcome
+// "replayed", status OK, in spans, OTLP metrics and /metrics), a durable
+// job (its run traced as operation "job"), a session turn, an approval and
+// an application tool, retrieval ingest and search and a run with the
+// retrieval option — and the raw exported bytes hold none of their
+// prompts, passages, queries, arguments, results, ids of jobs, sessions
+// or approvals, the subject or the token.
+func TestTelemetryRedactionFeatures(t *testing.T) {
+	t.Parallel()
+	rc := newOTLPReceiver(t)
+	s := featureTelemetrySite(t, rc)
+	srv := startServer(t, s)
+	ctx := t.Context()
+	hc := &http.Client{Transport: headerTransport{"Traceparent": "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	c, err := client.New(srv.URL, client.WithToken(s.token), client.WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secrets []string // identifiers made during the test that must not leave
+
+	// Idempotency: one run, then a JSON and an SSE replay.
+	key := "idem-key-marker"
+	keyed := runRequest("echo idem-prompt-marker")
+	keyed.IdempotencyKey = &key
+	if _, err := c.Run(ctx, keyed); err != nil {
+		t.Fatalf("keyed run: %v", err)
+	}
+	if _, err := c.Run(ctx, keyed); err != nil {
+		t.Fatalf("JSON replay: %v", err)
+	}
+	if _, err := c.Stream(ctx, keyed, func(client.Event) error { return nil }); err != nil {
+		t.Fatalf("SSE replay: %v", err)
+	}
+
+	// A durable job.
+	job, err := c.SubmitJob(ctx, "job-key-marker", jobReq(`tool:conformance_lookup:{"value":5}`))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	secrets = append(secrets, job.ID)
+	waitJob(t, c, job.ID, (*client.JobInfo).Terminal)
+
+	// A session turn.
+	snap, err := c.CreateSession(ctx, &client.SessionCreate{Provider: fixtureProvider, Model: fixtureModel, Mode: client.SessionModeNative})
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	secrets = append(secrets, snap.Session.ID)
+	if _, err := c.Run(ctx, sessionTurn("conformance:native", snap.Session.ID, 0)); err != nil {
+		t.Fatalf("session turn: %v", err)
+	}
+
+	// An approval, approved, and an application tool answered here.
+	gated := toolRun(lookupTool, `{"value":7}`)
+	gated.Approvals = client.Approvals("pause", 0)
+	if _, err := c.Stream(ctx, gated, func(ev client.Event) error {
+		if ev.Approval == nil {
+			return nil
+		}
+		secrets = append(secrets, ev.Approval.ApprovalID)
+		_, err := c.DecideApproval(ctx, ev.Approval, client.DecisionApprove)
+		return err
+	}); err != nil {
+		t.Fatalf("approval run: %v", err)
+	}
+	app := runRequest(`tool:lookup_ticket:{"id":"ticket-marker"}`)
+	app.Tools = []string{"lookup_ticket"}
+	app.ApplicationTools = json.RawMessage(`[{"name":"lookup_ticket","description":"Looks a ticket up.","inputSchema":{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}}]`)
+	if _, err := c.Stream(ctx, app, func(ev client.Event) error {
+		if ev.Execution == nil {
+			return nil
+		}
+		return c.SubmitToolResult(ctx, ev.Execution.Identity(), json.RawMessage(`{"status":"result-marker"}`))
+	}); err != nil {
+		t.Fatalf("application tool run: %v", err)
+	}
+
+	// Retrieval: ingest, search, a run with the retrieval option.
+	if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/ingest",
+		`{"corpus":"docs","document":{"type":"text","source":{"id":"source-marker","revision":"r1","title":"title-marker"},"mediaType":"text/markdown","text":"# Battery\nThe passage-marker cell lasted 812 hours.\n"}}`); st != 200 {
+		t.Fatalf("ingest: %d %s", st, b)
+	}
+	if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/search", `{"corpus":"docs","query":"battery query-marker","limit":2}`); st != 200 {
+		t.Fatalf("search: %d %s", st, b)
+	}
+	if st, ans := postRun(t, srv, s.token, `{"provider":"fixture","model":"fixture-model","input":"echo:evidence battery evidence-marker","retrieval":{"corpus":"docs","limit":2}}`); st != 200 {
+		t.Fatalf("retrieval run: %d %v", st, ans)
+	}
+
+	// /metrics counts the replays.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, body := doRaw(t, req)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `agenticdriver_operations_total{kind="run",outcome="replayed"} 2`) ||
+		!strings.Contains(string(body), `adhost_telemetry_dropped_total{signal="spans"} 0`) {
+		t.Errorf("/metrics: %d, no 2 replayed runs or no drop counter:\n%s", resp.StatusCode, grepLines(string(body), "operations_total", "telemetry"))
+	}
+
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d\n%s", code, srv.stderr)
+	}
+	raw := rc.raw()
+	for _, marker := range append(secrets,
+		"conformance:", "marker", "fixture-model", "dev-user", s.token, "echo", "battery", "Battery", "812",
+		"lookup_ticket", "conformance_lookup", "docs-v1", "hash-ngram", "/v1/", key,
+	) {
+		if bytes.Contains(raw, []byte(marker)) {
+			t.Errorf("exported bytes contain %q", marker)
+		}
+	}
+
+	// The spans: runs of operation run and job, host records of every
+	// kind used, replays with outcome replayed and status OK.
+	type spanInfo struct {
+		name   string
+		attrs  map[string]string
+		status string
+	}
+	var spans []spanInfo
+	rc.mu.Lock()
+	for _, b := range rc.traces {
+		var req colltrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			t.Fatalf("traces export is not OTLP protobuf: %v", err)
+		}
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					si := spanInfo{name: sp.Name, attrs: map[string]string{}, status: sp.GetStatus().GetCode().String()}
+					for _, kv := range sp.Attributes {
+						si.attrs[kv.Key] = kv.Value.GetStringValue()
+					}
+					spans = append(spans, si)
+				}
+			}
+		}
+	}
+	rc.mu.Unlock()
+	count := func(name, key, val string) (n int, status string) {
+		for _, sp := range spans {
+			if sp.name == name && sp.attrs[key] == val {
+				n++
+				status = sp.status
+			}
+		}
+		return n, status
+	}
+	if n, st := count("agenticdriver.host", "agenticdriver.outcome", "replayed"); n != 2 || st != "STATUS_CODE_OK" {
+		t.Errorf("replayed host records: %d (status %s), want 2 with status OK", n, st)
+	}
+	if n, _ := count("agenticdriver.run", "agenticdriver.operation", "job"); n != 1 {
+		t.Errorf("job run spans: %d, want 1", n)
+	}
+	for _, op := range []string{"job", "session", "approval", "tool", "retrieval", "run"} {
+		if n, _ := count("agenticdriver.host", "agenticdriver.operation", op); n == 0 {
+			t.Errorf("no host record of operation %s", op)
+		}
+	}
+	// OTLP metrics carry the replayed outcome too.
+	if !bytes.Contains(raw, []byte("replayed")) {
+		t.Error("no replayed outcome in the export")
+	}
+}
+
+// grepLines returns the lines of s containing any of subs.
+func grepLines(s string, subs ...string) string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		for _, sub := range subs {
+			if strings.Contains(line, sub) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

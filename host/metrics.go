@@ -309,6 +309,8 @@ var knownRoutes = map[string]bool{
 	"/v1/protocol": true, "/v1/providers": true, "/v1/providers?refresh=true": true, "/v1/runs": true,
 	"/v1/sessions/create": true, "/v1/sessions/read": true, "/v1/sessions/delete": true,
 	"/v1/jobs/submit": true, "/v1/jobs/read": true, "/v1/jobs/cancel": true, "/v1/jobs/events": true,
+	"/v1/retrieval/search": true, "/v1/retrieval/index": true, "/v1/retrieval/delete": true, "/v1/retrieval/ingest": true,
+	"/v1/approvals/decisions": true, "/v1/tool-executions/progress": true, "/v1/tool-executions/results": true,
 }
 
 // requestKind maps a request target to its operation kind and the route
@@ -325,6 +327,12 @@ func requestKind(target string) (int, string) {
 		return kindJob, route
 	case strings.HasPrefix(target, "/v1/sessions/"):
 		return kindSession, route
+	case strings.HasPrefix(target, "/v1/retrieval/"):
+		return kindRetrieval, route
+	case target == "/v1/approvals/decisions":
+		return kindApproval, route
+	case strings.HasPrefix(target, "/v1/tool-executions/"):
+		return kindTool, route
 	case strings.HasPrefix(target, "/v1/providers"):
 		return kindDiscovery, route
 	case target == "/v1/protocol":
