@@ -120,3 +120,73 @@ func TestReferencesEndToEnd(t *testing.T) {
 		t.Errorf("deleted: %d %v", st, ans)
 	}
 }
+
+// TestEvidenceReplay: an idempotent replay of a run with references or
+// retrieval re-authorizes its evidence for the caller before anything is
+// replayed (wire-context §11.3, wire-extensions §6.3): the same answer
+// while nothing changed; CONTEXT_CHANGED once the document has a new
+// revision, CONTEXT_NOT_FOUND once it is deleted — as HTTP errors in both
+// modes; a keyed retrieval run that recorded no evidence is
+// CONTEXT_REPLAY_UNAVAILABLE with outcome uncertain.
+func TestEvidenceReplay(t *testing.T) {
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	appendSiteConfig(t, s, "[idempotency]\nenabled = true\n")
+	srv := startServer(t, s)
+	ingest := func(id, rev, text string) {
+		t.Helper()
+		tb, _ := json.Marshal(text)
+		if st, body := retrievalPost(t, srv, s.token, "/v1/retrieval/ingest",
+			`{"corpus":"docs","document":{"type":"text","source":{"id":"`+id+`","revision":"`+rev+`"},"mediaType":"text/plain","text":`+string(tb)+`}}`); st != 200 {
+			t.Fatalf("ingest %s@%s: %d %s", id, rev, st, body)
+		}
+	}
+	ingest("guide", "g1", "The cell lasted 812 hours.\n")
+	ingest("notes", "n1", "Charging takes two hours.\n")
+	refRun := `{"provider":"fixture","model":"fixture-model","input":"echo:sources","idempotencyKey":"k-ref",` +
+		`"attachments":[{"type":"reference","id":"guide","revision":"g1","mediaType":"text/plain"}]}`
+	retRun := `{"provider":"fixture","model":"fixture-model","input":"echo:sources charging","idempotencyKey":"k-ret","retrieval":{"corpus":"docs","sourceIds":["notes"]}}`
+	emptyRun := `{"provider":"fixture","model":"fixture-model","input":"x","idempotencyKey":"k-none","retrieval":{"corpus":"docs","minScore":1}}`
+	first := map[string]map[string]any{}
+	for key, body := range map[string]string{"ref": refRun, "ret": retRun} {
+		st, ans := postRun(t, srv, s.token, body)
+		if st != 200 {
+			t.Fatalf("%s: %d %v", key, st, ans)
+		}
+		first[key] = ans
+		st, again := postRun(t, srv, s.token, body)
+		a, _ := json.Marshal(ans)
+		b, _ := json.Marshal(again)
+		if st != 200 || string(a) != string(b) {
+			t.Errorf("%s replay: %d %s, want %s", key, st, b, a)
+		}
+	}
+	if st, ans := postRun(t, srv, s.token, emptyRun); st != 400 || errCode(ans) != "NO_RETRIEVAL_EVIDENCE" {
+		t.Fatalf("empty run: %d %v", st, ans)
+	}
+	if st, ans := postRun(t, srv, s.token, emptyRun); st != 502 || errCode(ans) != "CONTEXT_REPLAY_UNAVAILABLE" || ans["error"].(map[string]any)["outcome"] != "uncertain" {
+		t.Errorf("replay without a snapshot: %d %v", st, ans)
+	}
+
+	sse := http.Header{"Authorization": {"Bearer " + s.token}, "Content-Type": {"application/json"}, "Accept": {"text/event-stream"}}
+	check := func(what, body, code string) {
+		t.Helper()
+		if st, ans := postRun(t, srv, s.token, body); st != 502 || errCode(ans) != code {
+			t.Errorf("%s, JSON: %d %v, want 502 %s", what, st, ans, code)
+		}
+		resp, b := callRaw(t, http.MethodPost, srv.URL+"/v1/runs", sse, body)
+		if resp.StatusCode != 502 || !strings.Contains(string(b), `"code":"`+code+`"`) || strings.Contains(string(b), "event:") {
+			t.Errorf("%s, SSE: %d %s, want an HTTP error %s", what, resp.StatusCode, b, code)
+		}
+	}
+	ingest("guide", "g2", "The cell lasted 900 hours.\n")
+	ingest("notes", "n2", "Charging takes three hours.\n")
+	check("a reference after a new revision", refRun, "CONTEXT_CHANGED")
+	check("retrieval after a new revision", retRun, "CONTEXT_CHANGED")
+	for _, d := range []string{`{"corpus":"docs","sourceId":"guide","revision":"g2"}`, `{"corpus":"docs","sourceId":"notes","revision":"n2"}`} {
+		if st, body := retrievalPost(t, srv, s.token, "/v1/retrieval/delete", d); st != 200 {
+			t.Fatalf("delete: %d %s", st, body)
+		}
+	}
+	check("a reference after a delete", refRun, "CONTEXT_NOT_FOUND")
+	check("retrieval after a delete", retRun, "CONTEXT_NOT_FOUND")
+}

@@ -66,6 +66,10 @@ func (s *Server) serveKeyedRun(w http.ResponseWriter, r *http.Request, p *runtim
 			return
 		}
 	}
+	if err := s.replayEvidence(r.Context(), p, req, replay); err != nil { // runfeatures.go
+		s.writeError(w, r, err)
+		return
+	}
 	if err := s.engine.Admissible(p.Subject, req.Provider); err != nil {
 		s.writeError(w, r, err)
 		return

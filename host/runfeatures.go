@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"adhost/runtime"
+	"adhost/runtime/idempotency"
 	"adhost/runtime/protocol"
 )
 
@@ -89,4 +90,32 @@ func joinStartOptions(a, b runtime.StartOptions) runtime.StartOptions {
 		}
 	}
 	return out
+}
+
+// replayEvidence is the evidence step of an idempotent replay
+// (wire-context §11.3, wire-extensions §6.3): a request carrying
+// references or retrieval is re-authorized for the credential asking now
+// — references resolved again and compared with the recorded digests,
+// retrieval evidence checked without embedding — before anything recorded
+// is sent. Other requests pass at once.
+func (s *Server) replayEvidence(ctx context.Context, p *runtime.Principal, req *protocol.RunRequest, rp *idempotency.Replay) error {
+	if !runtime.EvidenceBearing(req) {
+		return nil
+	}
+	var runID string
+	if len(rp.Events) > 0 {
+		var head struct {
+			RunID string `json:"runId"`
+		}
+		_ = json.Unmarshal(rp.Events[0].Data, &head)
+		runID = head.RunID
+	}
+	var recorded *protocol.RunResult
+	if rp.Result != nil {
+		recorded = new(protocol.RunResult)
+		if err := json.Unmarshal(rp.Result, recorded); err != nil {
+			return protocol.Wrap(protocol.CodeInternalError, err)
+		}
+	}
+	return s.engine.ReauthorizeEvidence(ctx, p, req, runID, recorded)
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -162,6 +163,41 @@ type RunContext interface {
 	// `retrieval`: RETRIEVAL_UNAVAILABLE without a retrieval service, the
 	// option's schema, and attachments + limit ≤ 16 (INVALID_RETRIEVAL).
 	CheckRetrieval() error
+	// Reauthorize re-checks the evidence of a run about to be shown again
+	// (an idempotent replay, a completed job's events) against recorded,
+	// its recorded result (nil: it did not complete): references are
+	// resolved again and their digests compared, retrieval evidence is
+	// re-authorized without embedding. Errors are *protocol.Error.
+	Reauthorize(ctx context.Context, exec ContextExec, recorded *protocol.RunResult) error
+}
+
+// ReauthorizeEvidence is the evidence step of an idempotent replay
+// (wire-context §11.3: after the fingerprint, session and in-progress
+// checks, before anything is replayed) and of a completed job's event
+// read (§11.2, wire-extensions §2.4), for p, the credential asking now.
+// runID is the recorded run's id and recorded its result (nil: the run
+// did not complete). A request with neither references nor retrieval
+// passes at once: inline content is the caller's own.
+func (e *Engine) ReauthorizeEvidence(ctx context.Context, p *Principal, req *protocol.RunRequest, runID string, recorded *protocol.RunResult) error {
+	if e.contexts == nil || !EvidenceBearing(req) {
+		return nil
+	}
+	rc, err := e.contexts.Parse(req)
+	if err != nil || rc == nil {
+		return protocol.AsPublic(err)
+	}
+	if err := rc.CheckRetrieval(); err != nil {
+		return protocol.AsPublic(err)
+	}
+	return rc.Reauthorize(ctx, ContextExec{RunID: runID, Subject: p.Subject, Principal: p}, recorded)
+}
+
+// EvidenceBearing reports whether req carries evidence the host resolves
+// for the caller — retrieval, or a reference attachment — which a replay
+// or a job's event read must re-authorize (a cheap scan; the items are
+// not decoded).
+func EvidenceBearing(req *protocol.RunRequest) bool {
+	return len(req.Retrieval) > 0 || bytes.Contains(req.Attachments, []byte(`"reference"`))
 }
 
 // ContextExec is what context assembly knows of its run.
@@ -207,6 +243,10 @@ type EvidencePlan interface {
 	// Retrieve searches for exec.Principal after admission (§6.3). No
 	// hit is NO_RETRIEVAL_EVIDENCE; scope failures are CONTEXT_NOT_FOUND.
 	Retrieve(ctx context.Context, exec ContextExec) (*EvidenceSet, error)
+	// Recheck re-authorizes a recorded RetrievalResult (result.retrieval
+	// of a completed run) for p as EvidenceSet.Recheck does, for an
+	// idempotent replay or a job's event read.
+	Recheck(ctx context.Context, p *Principal, recorded json.RawMessage) error
 }
 
 // EvidenceSet is what a run's search found.

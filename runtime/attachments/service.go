@@ -245,6 +245,17 @@ func (rc *runContext) Assemble(ctx context.Context, exec runtime.ContextExec) (s
 			items = append(items, Item{Type: "text", MediaType: TypePlain, Source: src, Text: p.Text})
 		}
 	}
+	set, err = rc.assemble(ctx, exec, items)
+	if err != nil {
+		return nil, err
+	}
+	set.Evidence = evidence
+	return set, nil
+}
+
+// assemble is steps 2–5 of wire-context §4 over items: the attachments,
+// then any retrieved passages (origin "retrieval").
+func (rc *runContext) assemble(ctx context.Context, exec runtime.ContextExec, items []Item) (set *runtime.ContextSet, err error) {
 	var releases []func()
 	defer func() {
 		if err != nil {
@@ -256,7 +267,7 @@ func (rc *runContext) Assemble(ctx context.Context, exec runtime.ContextExec) (s
 	var total, textTotal int
 	var block []byte
 	block = append(block, "\n\n"+heading+"\n["...)
-	set = &runtime.ContextSet{Evidence: evidence}
+	set = &runtime.ContextSet{}
 	for i := range items {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -552,4 +563,63 @@ func appendManifest(b []byte, it *Item, n int, digest, origin string, expires *t
 		b = append(b, `,"expiresAt":"`+expires.UTC().Format("2006-01-02T15:04:05.000Z07:00")+`"`...)
 	}
 	return append(b, '}')
+}
+
+// Reauthorize is the evidence check of an idempotent replay or of a
+// completed job's event read (wire-context §11.2–§11.3, wire-extensions
+// §6.3), before anything recorded is shown again; recorded is the
+// recorded result (nil: the run did not complete).
+//
+//   - With a reference item, every item is resolved again for exec's
+//     credential (no progress events, the §4 checks), and with a
+//     recorded result each re-resolved source must be in its sources with
+//     the same id and sha256 (CONTEXT_CHANGED otherwise). Leases are
+//     released at once.
+//   - With retrieval, the recorded RetrievalResult is re-authorized
+//     without embedding (EvidencePlan.Recheck); a run with none recorded
+//     has no snapshot to check: CONTEXT_REPLAY_UNAVAILABLE (uncertain).
+//   - Inline items alone need nothing: their content is the caller's own.
+func (rc *runContext) Reauthorize(ctx context.Context, exec runtime.ContextExec, recorded *protocol.RunResult) error {
+	refs := false
+	for i := range rc.items {
+		refs = refs || rc.items[i].Type == "reference"
+	}
+	if refs {
+		exec.Progress, exec.Touch = nil, nil
+		set, err := rc.assemble(ctx, exec, rc.items)
+		if err != nil {
+			return err
+		}
+		if set.Release != nil {
+			set.Release()
+		}
+		if recorded != nil {
+			var was, now []struct {
+				ID     string `json:"id"`
+				Sha256 string `json:"sha256"`
+			}
+			if json.Unmarshal(recorded.Sources, &was) != nil || json.Unmarshal(set.Sources, &now) != nil {
+				return fail(CodeContextChanged)
+			}
+			digests := make(map[string]string, len(was))
+			for _, w := range was {
+				digests[w.ID] = w.Sha256
+			}
+			for _, n := range now {
+				if d, ok := digests[n.ID]; !ok || d != n.Sha256 {
+					return fail(CodeContextChanged)
+				}
+			}
+		}
+	}
+	if rc.plan != nil {
+		if recorded == nil || len(recorded.Retrieval) == 0 {
+			return &protocol.Error{Code: protocol.CodeContextReplayUnavailable, Uncertain: true,
+				Message: "The run's retrieval evidence has no complete recorded snapshot."}
+		}
+		if err := rc.plan.Recheck(ctx, exec.Principal, recorded.Retrieval); err != nil {
+			return protocol.AsPublic(err)
+		}
+	}
+	return nil
 }

@@ -57,7 +57,12 @@ type runPlan struct {
 }
 
 func (p *runPlan) Corpus() string { return p.req.Corpus }
-func (p *runPlan) Limit() int     { return p.req.Limit }
+
+// Recheck re-authorizes a recorded RetrievalResult (Service.Recheck).
+func (p *runPlan) Recheck(ctx context.Context, pr *runtime.Principal, recorded json.RawMessage) error {
+	return p.s.Recheck(ctx, pr, recorded)
+}
+func (p *runPlan) Limit() int { return p.req.Limit }
 
 // Retrieve runs the search for the run's principal: the token grant and
 // the authorized map again, the query's embedding and ranking, the
