@@ -38,6 +38,10 @@ type Options struct {
 
 	// MaxRequestBytes bounds a recorded request body (default 16 MiB).
 	MaxRequestBytes int64
+
+	// EmbeddingDims is the size of the embeddings responder's vectors when
+	// a request does not ask for dimensions (default DefaultEmbeddingDims).
+	EmbeddingDims int
 }
 
 // DefaultModels is the models list of a conformance responder.
@@ -213,6 +217,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if ev, ok := s.vendor.(embeddingsVendor); ok && ev.embeddingsRoute(r) {
+		s.serveEmbeddings(w, body)
+		return
+	}
 	switch s.vendor.Route(r) {
 	case RouteModels:
 		s.vendor.WriteModels(w, r, s.opts.Models, s.opts.ModelsPageSize)

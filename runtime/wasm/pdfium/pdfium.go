@@ -189,7 +189,7 @@ func (e *Extractor) start() (gopdfium.Pool, error) {
 	}
 	e.pool = p
 	if e.opts.Logger != nil {
-		e.opts.Logger.Info("pdfium compiled for pdf-ingestion", "took", time.Since(began).Round(time.Millisecond), "cached", e.opts.CacheDir != "")
+		e.opts.Logger.Info("pdfium compiled for pdf-ingestion", "took", time.Since(began).Round(time.Millisecond), "compilation_cache", e.opts.CacheDir != "")
 	}
 	return p, nil
 }
