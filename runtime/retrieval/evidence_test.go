@@ -58,6 +58,11 @@ type evidenceEnv struct {
 
 func newEvidenceEnv(t *testing.T, hook func(*Service), mod func(*Corpus)) *evidenceEnv {
 	t.Helper()
+	return newEvidenceEnvWith(t, hook, mod, attachments.Options{})
+}
+
+func newEvidenceEnvWith(t *testing.T, hook func(*Service), mod func(*Corpus), ctxOpts attachments.Options) *evidenceEnv {
+	t.Helper()
 	env := &evidenceEnv{prov: &stepper{}}
 	env.svc = open(t, durable.NewMemory(), testCorpus(&retrievaltest.Embedder{Dim: 32}, mod))
 	var tools hookTools
@@ -69,13 +74,18 @@ func newEvidenceEnv(t *testing.T, hook func(*Service), mod func(*Corpus)) *evide
 		Providers: []*runtime.ProviderInstance{{ID: "p", Vendor: "test", AuthMode: "none", AccountID: "a",
 			Capabilities: map[string]bool{"tools": true}, Provider: env.prov}},
 		Tools:   []*runtime.Tool{{Def: abi.ToolDef{Name: "t", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}, Set: tools}},
-		Context: attachments.New(attachments.Options{Evidence: env.svc}),
+		Context: attachments.New(withEvidence(ctxOpts, env.svc)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { env.e.Shutdown(context.Background()) })
 	return env
+}
+
+func withEvidence(o attachments.Options, s *Service) attachments.Options {
+	o.Evidence = s
+	return o
 }
 
 func runPrincipal(subject string, corpora ...string) *runtime.Principal {
@@ -138,8 +148,10 @@ func TestRunWithRetrieval(t *testing.T) {
 	env := newEvidenceEnv(t, nil, nil)
 	alice := runPrincipal("alice", "docs")
 	indexTwo(t, env.svc, alice, "r1")
-	types, data := env.events(t, alice, retrievalRun(`{"corpus":"docs","query":"battery hours cycles","limit":2,"sourceIds":["cells"]}`,
-		`[{"type":"text","source":{"id":"brief","revision":"b1"},"mediaType":"text/plain","text":"Summarise."}]`))
+	req := retrievalRun(`{"corpus":"docs","query":"battery hours cycles","limit":2,"sourceIds":["cells"]}`,
+		`[{"type":"text","source":{"id":"brief","revision":"b1"},"mediaType":"text/plain","text":"Summarise."}]`)
+	req.OutputArtifact = json.RawMessage(`{"name":"a.md","mediaType":"text/markdown"}`)
+	types, data := env.events(t, alice, req)
 	if got := strings.Join(types[:3], ","); got != "run.started,run.progress,step.started" {
 		t.Errorf("events %v", types)
 	}
@@ -149,6 +161,7 @@ func TestRunWithRetrieval(t *testing.T) {
 	var ev struct {
 		Phase  string
 		Result struct {
+			Artifacts []struct{ SourceIDs []string }
 			Retrieval *Result
 			Sources   []struct {
 				ID, Revision, MediaType, Sha256, Origin string
@@ -176,6 +189,9 @@ func TestRunWithRetrieval(t *testing.T) {
 			s.Location.Page != 3 || s.Location.StartLine == 0 {
 			t.Errorf("source %d %+v for hit %+v", i, s, h)
 		}
+	}
+	if a := ev.Result.Artifacts; len(a) != 1 || strings.Join(a[0].SourceIDs, ",") != "brief,"+r.Hits[0].ChunkID+","+r.Hits[1].ChunkID {
+		t.Errorf("artifact sourceIds %s", data)
 	}
 	in := env.prov.ins[0]
 	if !strings.Contains(in.Instructions, "untrusted reference data") {
@@ -304,5 +320,27 @@ func TestRecheckRecorded(t *testing.T) {
 	wantCode(t, "new revision", s.Recheck(t.Context(), alice, rec), CodeContextChanged)
 	if emb.Calls.Load() != calls+1 { // the new revision was embedded in one batch; the rechecks embed nothing
 		t.Errorf("embed calls %d → %d", calls, emb.Calls.Load())
+	}
+}
+
+// TestRetrievalBudgets: retrieved passages count against the run's
+// context budgets with the attachments (wire-context §11.4): at the text
+// budget the run completes, one byte under it the passage that does not
+// fit fails the run with CONTEXT_TOO_LARGE before any step.
+func TestRetrievalBudgets(t *testing.T) {
+	alice := runPrincipal("alice", "docs")
+	const brief = "Summarise." // 10 bytes
+	passage := len("The battery lasted 812 hours.")
+	for _, tc := range []struct {
+		max  int
+		want string
+	}{{len(brief) + passage, runtime.EventRunCompleted}, {len(brief) + passage - 1, runtime.EventRunFailed}} {
+		env := newEvidenceEnvWith(t, nil, nil, attachments.Options{MaxTextBytes: tc.max})
+		indexTwo(t, env.svc, alice, "r1")
+		types, data := env.events(t, alice, retrievalRun(`{"corpus":"docs","query":"lasted 812 hours","limit":1,"sourceIds":["cells"]}`,
+			`[{"type":"text","source":{"id":"brief","revision":"b1"},"mediaType":"text/plain","text":"`+brief+`"}]`))
+		if types[len(types)-1] != tc.want || (tc.want == runtime.EventRunFailed && (!strings.Contains(string(data), "CONTEXT_TOO_LARGE") || len(env.prov.ins) != 0)) {
+			t.Errorf("max_text_bytes %d: %v %s", tc.max, types, data)
+		}
 	}
 }
