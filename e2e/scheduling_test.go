@@ -496,3 +496,37 @@ func TestSchedulingReplayAdmission(t *testing.T) {
 	waiting.waitRunning(t)
 	waiting.stop()
 }
+
+// TestSchedulingRetrievalSlots: retrieval calls take a run slot of their
+// subject (wire-extensions §1.5) but never a queue place: with the
+// subject's one slot held by a run, a search is BUSY even though a queue
+// is configured; once the run ends it is answered.
+func TestSchedulingRetrievalSlots(t *testing.T) {
+	t.Parallel()
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	appendSiteConfig(t, s, "[limits]\nmax_concurrent_runs_per_subject = 1\nqueue_total = 4\nqueue_per_subject = 4\n")
+	srv := startServer(t, s)
+	c := newRunClient(t, srv, s.token)
+	const search = `{"corpus":"docs","query":"battery","limit":1}`
+	if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/search", search); st != http.StatusOK {
+		t.Fatalf("search on an idle host: %d %s", st, b)
+	}
+	held := streamQueued(t, c, "dev", nil)
+	held.waitRunning(t)
+	st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/search", search)
+	if st != http.StatusTooManyRequests || !strings.Contains(b, `"BUSY"`) {
+		t.Fatalf("search with the subject's slot taken: %d %s, want 429 BUSY", st, b)
+	}
+	held.stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/search", search)
+		if st == http.StatusOK {
+			break
+		}
+		if st != http.StatusTooManyRequests || time.Now().After(deadline) {
+			t.Fatalf("search after the run ended: %d %s", st, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

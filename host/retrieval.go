@@ -62,6 +62,14 @@ func (s *Server) retrievalRoute(op func(RetrievalService) func(context.Context, 
 			s.writeError(w, r, protocol.New(protocol.CodeInvalidRequest))
 			return
 		}
+		// Retrieval calls take a run slot (wire-extensions §1.5), never
+		// a queue place: BUSY on a full host or subject.
+		release, err := s.engine.AcquireSlot(p.Subject)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
 		out, err := call(r.Context(), p, body)
 		if err != nil {
 			s.writeError(w, r, err)

@@ -553,6 +553,33 @@ func (e *Engine) Admissible(subject, provider string) error {
 	return nil
 }
 
+// AcquireSlot takes a run slot of subject for a call that is not a run
+// but shares the run slots: retrieval endpoints (wire-extensions §1.5).
+// Only the host's and the subject's caps count (§11.1: no account, no
+// extension units), and the call never waits in the queue: BUSY when
+// either is full, HOST_SHUTTING_DOWN once shutdown began. release gives
+// the slot back; it is safe to call more than once.
+func (e *Engine) AcquireSlot(subject string) (release func(), err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shutting {
+		return nil, protocol.New(protocol.CodeHostShuttingDown)
+	}
+	if e.sched != nil {
+		slot, err := e.sched.Admit(subject, "", false)
+		if err != nil {
+			return nil, err
+		}
+		return sync.OnceFunc(slot.Release), nil
+	}
+	if e.running >= e.maxRunning || e.perSubject[subject] >= e.maxSubject {
+		return nil, protocol.New(protocol.CodeBusy)
+	}
+	e.running++
+	e.perSubject[subject]++
+	return sync.OnceFunc(func() { e.release(subject) }), nil
+}
+
 // CapacityScheduler is a Scheduler that admits a run together with its
 // units of capped extensions (Capacity), so that a run waiting for a full
 // extension waits in the admission queue — before any step, with its idle
