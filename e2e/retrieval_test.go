@@ -12,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"adhost/client"
+	"adhost/runtime/protocol"
 )
 
 // retrievalSite is the dev site with the local-hashing embedder and a
@@ -248,6 +251,26 @@ func TestRetrievalRunEndToEnd(t *testing.T) {
 	b := string(body)
 	if i, j, k := strings.Index(b, "event: run.started"), strings.Index(b, `"phase":"context"`), strings.Index(b, "event: step.started"); i < 0 || j < i || k < j || !strings.Contains(b, "event: run.completed") {
 		t.Errorf("stream %s", b)
+	}
+
+	// The Go client checks the real answer as it checks the fixtures':
+	// result.retrieval against the option, a source entry per passage with
+	// the passage's digest, both as JSON and as a stream.
+	cl, err := client.New(srv.URL, client.WithToken(s.token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	creq := &protocol.RunRequest{Provider: "fixture", Model: "fixture-model", Input: "battery 812 hours",
+		Retrieval: json.RawMessage(`{"corpus":"docs","limit":3,"sourceIds":["guide","mail"]}`)}
+	if res, err := cl.Run(t.Context(), creq); err != nil || len(res.Retrieval) == 0 || len(res.Sources) == 0 {
+		t.Errorf("client.Run: %v %+v", err, res)
+	}
+	sawContext := false
+	if _, err := cl.Stream(t.Context(), creq, func(ev client.Event) error {
+		sawContext = sawContext || (ev.Type == "run.progress" && ev.Phase == "context")
+		return nil
+	}); err != nil || !sawContext {
+		t.Errorf("client.Stream: %v, context progress %v", err, sawContext)
 	}
 
 	items := make([]string, 9)
