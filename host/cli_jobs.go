@@ -18,8 +18,10 @@ import (
 )
 
 // cliJobs opens durable jobs on the host's store when [jobs] enables them:
-// the lease is taken and the takeover scan run (every job a crash left
-// running becomes interrupted) before the host listens. Start the worker
+// the recovery pass runs (every job a crash of this host, or of another
+// host of a shared store whose lease has lapsed, left running becomes
+// interrupted) before the host listens. Every host of a shared store runs
+// a worker; each job runs on the one that took its lease. Start the worker
 // once the server is ready; the server's Shutdown stops it. resolve finds
 // the current principal of a credential digest (the server's tokens, as
 // a reload left them): dispatch re-checks a job's grants with it, and
@@ -60,12 +62,6 @@ func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger
 		Logger:            log,
 	})
 	if err != nil {
-		if protocol.CodeOf(err) == protocol.CodeJobWorkerBusy {
-			if h.shared != nil {
-				return nil, nil, fmt.Errorf("jobs.enabled: another host holds the job worker of the shared store (store.jetstream.bucket_prefix %q): durable jobs run on one host of a JetStream store at a time; set [jobs] enabled = false on the others", cfg.Store.JetStream.BucketPrefix)
-			}
-			return nil, nil, fmt.Errorf("jobs: another host owns the job store in %s (is another adhost running?)", cfg.Store.Path)
-		}
 		return nil, nil, fmt.Errorf("jobs: %w", err)
 	}
 	return svc, []string{"durable-jobs"}, nil

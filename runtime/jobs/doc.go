@@ -1,71 +1,143 @@
 // Package jobs is durable-jobs (wire-extensions §2): detached runs accepted
-// into durable storage, dispatched by a single-owner worker, observed
-// through their committed event logs, and never run twice.
+// into durable storage, dispatched by the workers of every host sharing
+// the store, observed through their committed event logs, and never run
+// twice.
 //
 // It is written in the primitives of runtime/durable only — per-key
 // compare-and-set, ordered logs with an expected-last-sequence check,
-// fenced leases — so the Badger store and a later JetStream backend both
-// carry it unchanged. There are no multi-key transactions, on purpose;
-// instead every operation writes its keys in an order whose every prefix
-// is a state the next owner recovers from.
+// fenced leases — so the Badger store (one host) and the JetStream store
+// (several hosts) carry it unchanged. There are no multi-key
+// transactions, on purpose; instead every operation writes its keys in an
+// order whose every prefix is a state some worker recovers from.
 //
 // # Layout
 //
-//	jobs/v1/lease          the worker lease (one owner per store)
-//	jobs/v1/key/<h>        subject+key claim: {id, fingerprint}; h is the
-//	                       SHA-256 hex of the length-prefixed subject and key,
-//	                       so any client string fits durable.CheckKey
-//	jobs/v1/job/<id>       the job record (state, request, binding …), or
-//	                       its tombstone after retention
+//	jobs/v1/key/<h>        subject+key claim: {id, fingerprint, created};
+//	                       h is the SHA-256 hex of the length-prefixed
+//	                       subject and key, so any client string fits
+//	                       durable.CheckKey
+//	jobs/v1/job/<id>       the job record (state, request, binding, the
+//	                       running worker and its lease token …), or its
+//	                       tombstone after retention
 //	jobs/v1/ev/<id>        the job's committed events, sequence = wire
 //	                       sequence
+//	jobs/v1/q/<id>         queue entry {subject, created}: present from
+//	                       before the record exists until after it is
+//	                       terminal — the shared set every worker scans
+//	jobs/v1/run/<id>       the job's lease (durable.Leases): held by the
+//	                       worker that dispatches, runs, recovers or ends it
+//	jobs/v1/cx/<id>        cancel signal for the worker running the job
+//	jobs/v1/exp/<ms>-<id>  a terminal job's expiry, in time order
+//	jobs/v1/cap/all        shared counter {jobs, live bytes}
+//	jobs/v1/cap/s/<h>      shared counter {jobs} of one subject (h: SHA-256)
+//	jobs/v1/lease          the maintenance lease (retention, sweeps)
 //
-// The log is the truth for a job's cursor: the record's cursor is written
-// only with a terminal state, and a running job's cursor is the log's last
-// sequence (kept in memory by the owner, read from the log at takeover).
+// The log is the truth for a running job's cursor: the record's cursor is
+// written only with a terminal state; readers on other hosts take the
+// log's last sequence.
+//
+// # Workers, leases and fair dispatch
+//
+// Every host runs a worker. A worker lists the queue entries every poll
+// interval (and learns of its own submissions at once), and orders the
+// queued jobs the same way on every host: by subject in byte order, and
+// within a subject by creation time. A dispatch window takes rounds of one
+// job per subject, starting after the subject this worker served last (the
+// rotating start of §2.3), until its free slots are used. A candidate is
+// taken by acquiring its per-job lease: exactly one worker gets it; the
+// others see it held (until its expiry) and pass on. So each host is fair
+// among subjects by itself, and a subject flooding the queue gets at most
+// one job per round on each host while every other subject with queued
+// work gets one too; there is no shared cursor to contend on.
+//
+// The lease holder renews it every lease/3 while the job runs. The lease
+// holder's name is the host's persistent identity on the store (its
+// presence id, or usage.host_id on Badger), so the same host restarted
+// after kill -9 re-acquires its own leases at once, while a dead host's
+// leases must expire first.
 //
 // # Order of writes, and why every crash point recovers
 //
-// Submit: (1) Create the key claim, (2) Create the record (queued),
-// (3) answer. A crash after (1) leaves a claim without a record: it was
-// never acknowledged, and the takeover scan deletes it; a resubmission
-// that finds it with the same fingerprint before then creates the
-// record itself (the id is in the claim). After (2) the job exists and
-// will run.
+// Submit: (1) Create the key claim; (2) at once, reserve capacity (the two
+// counters) and Create the queue entry; (3) Create the record (queued);
+// (4) answer. A crash after (1) or (2) was never acknowledged: a
+// resubmission that finds the claim with the same fingerprint creates the
+// record itself (the id is in the claim); otherwise the maintenance sweep
+// deletes claims without a record once they are older than orphanAge, and
+// a worker taking an entry without a record deletes it after the same
+// age (younger ones may be a submission under way on another host). After
+// (3) the job exists and has its entry, so some worker will take it.
 //
-// Dispatch: the record goes queued → running (CAS) when the engine commits
-// run.started, before run.started itself is appended; then every event is
-// appended with the expected last sequence before the run may go on (the
-// commit barrier: a committed tool.called precedes the tool's effect);
-// the terminal event is appended, then the record becomes terminal. A
-// crash while running leaves a running record: the next owner appends
-// run.failed JOB_INTERRUPTED (outcome uncertain), with a synthetic
-// run.started first when the log is empty, and marks it interrupted — it
-// is never run again. A crash between the terminal append and the record
-// update leaves a log that already ends in a terminal event: the next owner
-// adopts that event's state instead. A job is never put back in the queue
-// once run.started may have been committed, so nothing runs twice.
+// Dispatch: (1) Acquire the job's lease; (2) Get the record: a queued one
+// is dispatched, anything else is settled (below); (3) the record goes
+// queued → running (CAS, naming this worker and its token) when the engine
+// commits run.started, before run.started itself is appended; then every
+// event is appended with the expected last sequence before the run may go
+// on (the commit barrier: a committed tool.called precedes the tool's
+// effect); the terminal event is appended, then the record becomes
+// terminal; (4) settle: Create the expiry key, then Delete the queue entry
+// and Release the lease. BUSY gives the lease back with the job still
+// queued.
 //
-// Cancel and failed dispatch checks of a queued job rewrite the record
-// unchanged (a fence: an owner that lost the store fails this CAS and
-// stops), append the two synthetic events (run.started, then run.cancelled
-// or run.failed), and update the record last; a crash in between is again
-// a log ending in a terminal event, adopted at takeover. The takeover
-// rewrites every queued record for the same reason. Cancel of a running job
-// persists cancelRequested, then cancels the run.
+// A crash (or a partition longer than the lease) while the job runs leaves
+// a running record whose lease lapses; the entry is still there, so a
+// worker (the same host restarted, at once; another host, after expiry)
+// acquires the lease, finds the record running and interrupts it: it
+// appends run.failed JOB_INTERRUPTED (outcome uncertain) after the log's
+// last event, with a synthetic run.started first when the log is empty,
+// and marks the record interrupted. It never runs it again. A crash
+// between the terminal append and the record update leaves a log that
+// already ends in a terminal event: the next taker adopts that event's
+// state instead. A crash after the record is terminal but before the
+// entry is gone: the next taker finds a terminal record and only settles.
+// A job is never put back in the queue once run.started may have been
+// committed, so nothing runs twice.
 //
-// Retention: the record is replaced by its tombstone (CAS) first, the log
-// deleted second; the takeover scan deletes the logs of all tombstones
-// again (idempotent), so a crash in between leaks nothing.
+// Fencing: the lease token orders takers, and the writes check it in
+// effect. The record is only written by CAS on the revision this worker
+// last wrote; a taker that interrupts a job first appends to its log and
+// then rewrites its record, so a worker that lost its lease (it stopped
+// renewing: it aborts the run with JOB_LEASE_LOST) fails its next append
+// (ErrSequence) or its next CAS (ErrRevision) and writes nothing more. The
+// one change another host may make to a running job's record is
+// cancelRequested: a CAS refused by that is merged (the cancel adopted, the
+// run cancelled) and written again.
 //
-// Fencing: the owner holds the lease and renews it every lease/3. A new
-// owner's takeover rewrites every running record and appends to every
-// running log, so an old owner that lost its lease fails its next CAS or
-// its next append (ErrRevision/ErrSequence → JOB_LEASE_LOST) and stops.
-// The lease owner is the host's persistent identity (usage.host_id), so
-// the same host restarted after kill -9 takes over at once.
+// Cancel, from any host: a queued job is taken like a dispatch (its lease)
+// and ended at once; if another worker holds it, or it runs, Cancel
+// persists cancelRequested (CAS) and then writes the cancel signal; the
+// running worker lists the signals every poll while it runs jobs and
+// cancels the run. A crash between the two leaves cancelRequested, which
+// the worker adopts at its next record write, and the client (not yet
+// answered) cancels again. Ending a job that never ran (cancel, failed
+// dispatch checks) rewrites the record with Ending set (a fence, and the
+// mark that its log may be non-empty), appends the two synthetic events
+// (run.started, then run.cancelled or run.failed) and makes the record
+// terminal; a crash in between is a log ending in a terminal event,
+// adopted by the next taker, or an empty log, and the job stays queued.
 //
-// The owner keeps an in-memory index (states, per-subject queues, counts,
-// bytes) built by the takeover scan; it is authoritative because only the
-// owner writes.
+// Retention: the maintenance lease holder (one host at a time) lists the
+// expiry keys in time order; for each one due, the record is replaced by
+// its tombstone (CAS), the log deleted, then the expiry key deleted; a
+// crash in between repeats the idempotent steps.
+//
+// # Capacity across hosts
+//
+// JOB_STORE_FULL is decided on the shared counters, each changed by
+// compare-and-set, so the limits hold across hosts: a submission reserves
+// one job on its subject's counter and one job plus its record's bytes
+// (and liveReserve) on the total before its record is written. Concurrent
+// changes in one process are combined into one write. Event bytes reach
+// the total when the job ends (with the terminal record), and leave it at
+// the tombstone; while jobs run, the per-event check counts the total as
+// last seen plus this worker's running jobs, so hosts may together exceed
+// max_bytes by the bytes their concurrently running jobs have appended
+// (at most workers × max_job_bytes per host) until those end. A crash
+// between a counter change and the write it accounts for leaves the
+// counters off by that one job (a reservation without a record, or a
+// finished job's events uncounted): bounded by the crashes, never by the
+// load.
+//
+// Reads and pages come from the store on every host: the record for the
+// state, the log for the events.
 package jobs

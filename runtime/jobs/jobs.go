@@ -6,9 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"adhost/runtime"
@@ -41,13 +40,15 @@ type Options struct {
 	// has it any more. Dispatch re-checks a job's grants with it.
 	Resolve func(credentialDigest string) *runtime.Principal
 	// HostID is the host's persistent identity (usage.host_id); empty: no
-	// explicit binding, every submission is JOB_ACCOUNT_REQUIRED. It is
-	// also the lease owner, so a restarted host takes over at once.
+	// explicit binding, every submission is JOB_ACCOUNT_REQUIRED. Hosts
+	// sharing a store must share it (a job is bound to it and may run on
+	// any of them). It is also the lease holder's name when LeaseOwner is
+	// empty, so a restarted host takes its own jobs back at once.
 	HostID string
-	// LeaseOwner names the worker lease's holder; empty: HostID. Hosts
-	// sharing one store (and so, for their bindings, one HostID) give
-	// each process its own, so that one host starting cannot take the
-	// lease from another that is alive.
+	// LeaseOwner names this worker as the holder of per-job leases; empty:
+	// HostID. Hosts sharing one store (and so one HostID) give each
+	// process its own (the host's presence id), so that one host cannot
+	// take over the jobs another, alive, is running.
 	LeaseOwner string
 	// Account returns the account id bound to a provider instance ("":
 	// none, JOB_ACCOUNT_REQUIRED).
@@ -67,56 +68,69 @@ type Options struct {
 	Now func() time.Time
 }
 
-// job is the owner's in-memory view of one record. mu orders every state
-// change of the job (its log appends included).
+// job is this worker's view of one job whose per-job lease it holds (or is
+// acquiring): a job it dispatches, runs, recovers or ends. mu orders every
+// state change of the job (its log appends included).
 type job struct {
-	subject string // immutable: read under s.mu without mu
+	id      string // immutable
+	subject string // immutable once the record is read
 
 	mu     sync.Mutex
+	token  uint64 // the per-job lease's fencing token
 	rec    record
 	rev    uint64
 	cursor uint64 // last committed event
-	bytes  int64  // record + events, for MaxJobBytes / MaxBytes
+	bytes  int64  // record + events, for MaxJobBytes
 	// recBytes is the size of the record last written (part of bytes).
 	recBytes int64
-	// Owned under mu while the job is dispatched.
+	// pending are event bytes this worker appended that the shared byte
+	// counter does not hold yet (it gets them when the job ends).
+	pending     int64
 	dispatching bool
 	run         *runtime.Run
 	broken      *protocol.Error // an append failed: the run ends interrupted
-	lost        bool            // the store refused a write: stop touching it
-	// expires is the terminal record's expiresAt (unix ms; 0: none), read
-	// by the retention pass without the job's lock.
-	expires atomic.Int64
+	lost        bool            // the store refused a write or the lease is gone: stop touching it
+	renewed     time.Time       // last successful lease renewal
+}
+
+// known is a queue entry as this worker last saw it.
+type known struct {
+	queued
+	added time.Time // when this worker learnt of it
 }
 
 // Service is the job store and its worker. Create it with Open; Start
-// begins dispatching; Stop ends it.
+// begins dispatching; Stop ends it. Several services (one per host) may
+// share one store: each job runs on the one whose worker took its per-job
+// lease (see doc).
 type Service struct {
-	o   Options
-	st  durable.Store
-	log *slog.Logger
-
-	lease durable.Lease
+	o     Options
+	st    durable.Store
+	log   *slog.Logger
+	owner string // lease holder name of this worker
+	total *counter
 
 	submitMu [64]sync.Mutex // per key-hash stripe: one claim at a time
 
-	mu         sync.Mutex
-	jobs       map[string]*job
-	count      int // records, tombstones and reservations included (MaxJobs)
-	perSubject map[string]int
-	liveBytes  int64 // bytes of live jobs + liveReserve each
-	queues     map[string][]*job
-	ring       []string // subjects with queued jobs, in arrival order
-	rr         int      // the ring position the next round starts at
-	blocked    map[string]bool
-	active     int
-	runs       map[*job]*runtime.Run // started runs, for Stop and revocation
-	stopping   bool
+	mu       sync.Mutex
+	subjects map[string]*counter
+	local    map[string]*job      // jobs whose lease this worker holds or is taking
+	queue    map[string]known     // the shared queue as last listed, plus own submissions
+	held     map[string]time.Time // entries another worker holds, until
+	last     string               // the subject served last: the next round starts after it
+	blocked  map[string]bool
+	active   int
+	runs     map[*job]*runtime.Run // started runs, for Stop and revocation
+	pending  int64                 // sum of the local jobs' pending bytes
+	stopping bool
 	// starting is held (read) by dispatches while they start a run and
 	// (write) by Stop before it collects the runs to cancel.
 	starting  sync.RWMutex
-	lostLease bool
+	maint     durable.Lease
+	maintHeld bool
+	swept     bool // the first maintenance sweep of orphaned claims ran
 	nextMaint time.Time
+	nextSweep time.Time
 
 	kick    chan struct{}
 	quit    chan struct{}
@@ -124,11 +138,17 @@ type Service struct {
 	wg      sync.WaitGroup // dispatches and the loops
 }
 
-// Open acquires the worker lease (JOB_WORKER_BUSY if another owner holds
-// it), then runs the takeover scan: every running job becomes interrupted,
-// logs ending in a terminal event are adopted, orphaned claims and the logs
-// of tombstones are deleted, and the in-memory index is built. Queued jobs
-// stay queued and run once Start is called.
+// orphanAge is how old a claim or queue entry without its record must be
+// before it is taken for a submission that crashed (not one still being
+// written on another host): far beyond one store operation's timeout.
+const orphanAge = 2 * time.Minute
+
+// Open prepares the service on its store: the shared counters (built from
+// the records by the first host to open a store that has none), then the
+// recovery pass: every job left running by a worker whose lease has
+// expired (or by this same worker before a restart) becomes interrupted,
+// logs ending in a terminal event are adopted. Queued jobs stay queued and
+// run once Start is called — on this host or another.
 func Open(ctx context.Context, o Options) (*Service, error) {
 	if o.Store == nil || o.Engine == nil || o.Resolve == nil {
 		return nil, errors.New("jobs: Store, Engine and Resolve are required")
@@ -150,31 +170,25 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		o.Now = time.Now
 	}
 	s := &Service{
-		o: o, st: o.Store, log: o.Logger,
-		jobs: map[string]*job{}, perSubject: map[string]int{}, queues: map[string][]*job{},
+		o: o, st: o.Store, log: o.Logger, total: &counter{key: keyCapTotal},
+		subjects: map[string]*counter{}, local: map[string]*job{}, queue: map[string]known{}, held: map[string]time.Time{},
 		blocked: map[string]bool{}, runs: map[*job]*runtime.Run{}, kick: make(chan struct{}, 1), quit: make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	owner := o.HostID
+	s.owner = o.HostID
 	if o.LeaseOwner != "" {
-		owner = o.LeaseOwner
+		s.owner = o.LeaseOwner
 	}
-	if owner == "" {
-		owner = "host-" + newUUID()
+	if s.owner == "" {
+		s.owner = "host-" + newUUID()
 	}
-	l, err := s.st.Acquire(ctx, keyLease, owner, o.Lease)
-	if errors.Is(err, durable.ErrHeld) {
-		return nil, protocol.Wrap(protocol.CodeJobWorkerBusy, err)
+	if err := s.migrate(ctx); err != nil {
+		return nil, fmt.Errorf("jobs: open: %w", err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("jobs: acquire lease: %w", err)
-	}
-	s.lease = l
-	if err := s.takeover(ctx); err != nil {
-		_ = s.st.Release(context.WithoutCancel(ctx), keyLease, l.Token)
-		return nil, fmt.Errorf("jobs: takeover: %w", err)
+	if err := s.recoverAll(ctx); err != nil {
+		return nil, fmt.Errorf("jobs: recovery: %w", err)
 	}
 	return s, nil
 }
@@ -207,75 +221,211 @@ func (s *Service) listAll(ctx context.Context, prefix string, each func(durable.
 	}
 }
 
-// takeover is the scan of Open (see the package doc for why each rule is
-// right).
-func (s *Service) takeover(ctx context.Context) error {
-	var queued []*job
+// migrate builds the shared counters, the queue entries and the expiry
+// keys from the records when the store has no total counter yet (a new
+// store, or one written by the single-owner worker before): the counter is
+// written last, so a crash during the scan runs it again.
+func (s *Service) migrate(ctx context.Context) error {
+	if _, err := s.st.Get(ctx, keyCapTotal); err == nil {
+		return nil
+	} else if !errors.Is(err, durable.ErrNotFound) {
+		return err
+	}
+	var total counted
+	per := map[string]int{}
 	err := s.listAll(ctx, prefixRecord, func(e durable.Entry) error {
 		var r record
 		if err := json.Unmarshal(e.Value, &r); err != nil {
 			return fmt.Errorf("record %s: %w", e.Key, err)
 		}
-		j := &job{subject: r.Subject, rec: r, rev: e.Revision, cursor: r.Cursor, recBytes: int64(len(e.Value)), bytes: int64(len(e.Value)) + r.EventBytes}
-		if terminalState(r.State) && !r.Tomb {
-			j.expires.Store(r.ExpiresAt)
-		}
+		total.Jobs++
+		per[r.Subject]++
 		switch {
 		case r.Tomb:
-			j.bytes = 0
-			if err := s.st.DeleteLog(ctx, eventLog(r.ID)); err != nil {
-				return err
-			}
-		case r.State == StateQueued || r.State == StateRunning:
-			if err := s.recoverJob(ctx, j); err != nil {
-				return err
-			}
-			if j.rec.State == StateQueued {
-				// A new revision fences a previous owner still alive
-				// (partitioned, not dead): its CAS on the record fails.
-				if err := s.put(ctx, j, j.rec); err != nil {
-					return err
-				}
-				queued = append(queued, j)
-			}
+			return s.st.DeleteLog(ctx, eventLog(r.ID))
+		case terminalState(r.State):
+			total.Bytes += r.counted(len(e.Value)) + liveReserve
+			return ignoreExists(s.st.Create(ctx, expiryKey(r.ExpiresAt, r.ID), nil))
+		default:
+			total.Bytes += r.counted(len(e.Value)) + liveReserve
+			b, _ := json.Marshal(queued{Subject: r.Subject, Created: r.CreatedAt})
+			return ignoreExists(s.st.Create(ctx, queueKey(r.ID), b))
 		}
-		s.index(j)
+	})
+	if err != nil {
+		return err
+	}
+	for subj, n := range per {
+		b, _ := json.Marshal(counted{Jobs: n})
+		if err := ignoreExists(s.st.Create(ctx, subjectKey(subj), b)); err != nil {
+			return err
+		}
+	}
+	b, _ := json.Marshal(total)
+	return ignoreExists(s.st.Create(ctx, keyCapTotal, b))
+}
+
+func ignoreExists(_ uint64, err error) error {
+	if errors.Is(err, durable.ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// counted is what a record counts in the shared byte counter besides
+// liveReserve (records written before Reserved existed: their size and
+// events).
+func (r *record) counted(size int) int64 {
+	if r.Reserved > 0 {
+		return r.Reserved
+	}
+	return int64(size) + r.EventBytes
+}
+
+// recoverAll is Open's pass over the queue: every entry whose record is
+// not an ordinary queued job is settled now (interrupted, adopted or
+// cleaned up) if its lease can be had; queued ones wait for dispatch.
+func (s *Service) recoverAll(ctx context.Context) error {
+	now := time.Now()
+	var todo []string
+	err := s.listAll(ctx, prefixQueue, func(e durable.Entry) error {
+		id := strings.TrimPrefix(e.Key, prefixQueue)
+		var q queued
+		_ = json.Unmarshal(e.Value, &q)
+		s.queue[id] = known{queued: q, added: now}
+		r, err := s.st.Get(ctx, recordKey(id))
+		if errors.Is(err, durable.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var rec record
+		if err := json.Unmarshal(r.Value, &rec); err != nil {
+			return fmt.Errorf("record %s: %w", id, err)
+		}
+		if rec.State != StateQueued || rec.Ending {
+			todo = append(todo, id)
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	// Claims without a record were never acknowledged.
-	err = s.listAll(ctx, prefixKey, func(e durable.Entry) error {
-		var c claim
-		if json.Unmarshal(e.Value, &c) == nil && s.jobs[c.ID] != nil {
-			return nil
-		}
-		return s.st.Delete(ctx, e.Key, e.Revision)
-	})
-	if err != nil {
-		return err
-	}
-	// Queue in submission order.
-	slices.SortStableFunc(queued, func(a, b *job) int {
-		if a.rec.CreatedAt != b.rec.CreatedAt {
-			return int(a.rec.CreatedAt - b.rec.CreatedAt)
-		}
-		return 0
-	})
-	for _, j := range queued {
-		s.enqueueLocked(j, false)
-	}
-	s.liveBytes = 0
-	for _, j := range s.jobs {
-		if !j.rec.Tomb {
-			s.liveBytes += j.bytes + liveReserve
+	for _, id := range todo {
+		if j := s.claimLocal(id); j != nil {
+			if got := s.take(ctx, j, s.queue[id].queued, false); got != nil {
+				s.drop(ctx, got, true)
+			}
 		}
 	}
 	return nil
 }
 
-// recoverJob settles a queued or running record found at takeover.
+// claimLocal reserves id for one goroutine of this worker (nil: another
+// has it): the per-job lease is held by the worker's name, and a second
+// acquisition under the same name would fence the first.
+func (s *Service) claimLocal(id string) *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.local[id] != nil {
+		return nil
+	}
+	j := &job{id: id}
+	s.local[id] = j
+	return j
+}
+
+// take acquires the job's lease and settles what the record says: nil when
+// there is nothing to run (held elsewhere, ended, recovered, cancelled),
+// or the job, still queued and ready to dispatch, with its lease held.
+// When dispatch is false a queued job is given back at once.
+func (s *Service) take(ctx context.Context, j *job, q queued, dispatch bool) *job {
+	l, err := s.st.Acquire(ctx, runLease(j.id), s.owner, s.o.Lease)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.local, j.id)
+		if errors.Is(err, durable.ErrHeld) {
+			until := l.Expires
+			if until.IsZero() {
+				until = time.Now().Add(s.o.Lease)
+			}
+			s.held[j.id] = until
+		} else {
+			s.log.Warn("job lease not acquired", "job", j.id, "err", err)
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.token, j.renewed = l.Token, time.Now()
+	e, err := s.st.Get(ctx, recordKey(j.id))
+	if errors.Is(err, durable.ErrNotFound) {
+		// A queue entry without a record: a submission that crashed
+		// before its record (never acknowledged), once it is old enough
+		// not to be one still under way.
+		if q.Created > 0 && s.o.Now().Sub(fromMillis(q.Created)) > orphanAge {
+			_ = s.st.Delete(ctx, queueKey(j.id), 0)
+			s.forget(j.id)
+		} else {
+			s.mu.Lock()
+			s.held[j.id] = time.Now().Add(s.o.PollInterval)
+			s.mu.Unlock()
+		}
+		s.dropLocked(ctx, j, true)
+		return nil
+	}
+	if err != nil {
+		s.dropLocked(ctx, j, true)
+		return nil
+	}
+	if err := json.Unmarshal(e.Value, &j.rec); err != nil {
+		s.log.Error("job record unreadable", "job", j.id)
+		s.dropLocked(ctx, j, true)
+		return nil
+	}
+	j.subject, j.rev = j.rec.Subject, e.Revision
+	j.recBytes = int64(len(e.Value))
+	j.bytes = j.recBytes + j.rec.EventBytes
+	j.cursor = j.rec.Cursor
+	switch {
+	case j.rec.Tomb || terminalState(j.rec.State):
+		s.settleLocked(ctx, j)
+		return nil
+	case j.rec.State == StateRunning || j.rec.Ending:
+		if err := s.recoverJob(ctx, j); err != nil {
+			s.log.Warn("job recovery failed", "job", j.id, "code", string(protocol.CodeOf(storeError(err))))
+			s.dropLocked(ctx, j, true)
+			return nil
+		}
+		if terminalState(j.rec.State) {
+			s.settleLocked(ctx, j)
+			return nil
+		}
+	}
+	// An ordinary queued job.
+	if !dispatch {
+		s.dropLocked(ctx, j, true)
+		return nil
+	}
+	if j.rec.CancelRequested {
+		if err := s.endQueuedLocked(ctx, j, runtime.EventRunCancelled, protocol.New(protocol.CodeCancelled)); err != nil {
+			s.log.Warn("job cancel failed", "job", j.id, "code", string(protocol.CodeOf(err)))
+			s.dropLocked(ctx, j, !j.lost)
+			return nil
+		}
+		s.settleLocked(ctx, j)
+		return nil
+	}
+	return j
+}
+
+// recoverJob settles a running record whose worker is gone (its lease
+// expired, or it was this worker before a restart), or a queued one whose
+// synthetic end was under way: the log's terminal event is adopted, or
+// run.failed JOB_INTERRUPTED appended (with a synthetic run.started first
+// when the log is empty). A queued record whose log is empty stays queued.
 func (s *Service) recoverJob(ctx context.Context, j *job) error {
 	last, err := s.st.Last(ctx, eventLog(j.rec.ID))
 	if err != nil {
@@ -283,7 +433,7 @@ func (s *Service) recoverJob(ctx context.Context, j *job) error {
 	}
 	j.cursor = last
 	if last == 0 && j.rec.State == StateQueued {
-		return nil // an ordinary queued job
+		return nil // the end never reached the log: an ordinary queued job
 	}
 	var evBytes int64
 	var lastType string
@@ -322,68 +472,132 @@ func (s *Service) recoverJob(ctx context.Context, j *job) error {
 		}
 		j.cursor = seq
 		rec.State = StateInterrupted
-		s.log.Info("job interrupted", "job", rec.ID)
+		s.log.Info("job interrupted", "job", rec.ID, "owner", j.rec.Owner)
 	}
 	j.bytes = j.recBytes + evBytes
 	return s.finishRecord(ctx, j, rec, now)
 }
 
-// finishRecord writes rec as terminal with j's cursor and bytes.
+// finishRecord writes rec as terminal with j's cursor and bytes, then
+// moves the shared byte counter by what the job's events added.
 func (s *Service) finishRecord(ctx context.Context, j *job, rec record, now time.Time) error {
+	was := j.rec.counted(int(j.recBytes))
 	rec.Cursor = j.cursor
 	rec.EventBytes = j.bytes - j.recBytes
 	rec.UpdatedAt = max(now.UnixMilli(), rec.CreatedAt)
 	rec.ExpiresAt = rec.UpdatedAt + max(s.o.Retention.Milliseconds(), 1)
+	rec.Ending = false
+	rec.Reserved = j.bytes
 	if err := s.put(ctx, j, rec); err != nil {
 		return err
 	}
-	j.expires.Store(rec.ExpiresAt)
+	s.mu.Lock()
+	s.pending -= j.pending
+	s.mu.Unlock()
+	j.pending = 0
+	s.addLiveBytes(ctx, rec.Reserved-was)
 	return nil
 }
 
-// put CAS-writes rec over j's revision.
+// put CAS-writes rec over j's revision. A write refused because another
+// host persisted cancelRequested on the same state is merged (the cancel
+// is adopted and the run cancelled) and tried again; any other change
+// means the job is no longer this worker's (durable.ErrRevision).
 func (s *Service) put(ctx context.Context, j *job, rec record) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	rev, err := s.st.Update(ctx, recordKey(rec.ID), b, j.rev)
-	if err != nil {
-		return err
-	}
-	if !rec.Tomb {
-		// Records grow a little as they change state; count it.
-		if d := int64(len(b)) - j.recBytes; d != 0 {
-			j.recBytes = int64(len(b))
-			s.addBytes(j, d)
+	for range 8 {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		rev, err := s.st.Update(ctx, recordKey(rec.ID), b, j.rev)
+		if err == nil {
+			if !rec.Tomb {
+				j.bytes += int64(len(b)) - j.recBytes
+				j.recBytes = int64(len(b))
+			}
+			j.rec, j.rev = rec, rev
+			return nil
+		}
+		if !errors.Is(err, durable.ErrRevision) {
+			return err
+		}
+		e, gerr := s.st.Get(ctx, recordKey(rec.ID))
+		if gerr != nil {
+			return err
+		}
+		var cur record
+		if json.Unmarshal(e.Value, &cur) != nil || cur.Tomb || cur.State != j.rec.State || cur.Owner != j.rec.Owner ||
+			cur.Token != j.rec.Token || cur.Ending != j.rec.Ending || !cur.CancelRequested {
+			return err
+		}
+		j.rev = e.Revision
+		if !rec.CancelRequested {
+			rec.CancelRequested = true
+			j.rec.CancelRequested = true
+			if j.run != nil {
+				j.run.Cancel(nil)
+			}
 		}
 	}
-	j.rec, j.rev = rec, rev
-	return nil
+	return durable.ErrRevision
 }
 
-// index adds a job found at takeover to the counts (nothing else runs
-// yet; liveBytes is summed at the end of the scan).
-func (s *Service) index(j *job) {
-	s.jobs[j.rec.ID] = j
-	s.count++
-	s.perSubject[j.subject]++
+// settleLocked is the end of a job's stay on this worker once its record
+// is terminal: its expiry key (retention finds it there) first, then the
+// queue entry and the cancel signal removed and the lease given back, at
+// once.
+func (s *Service) settleLocked(ctx context.Context, j *job) {
+	ctx = context.WithoutCancel(ctx)
+	if !j.rec.Tomb {
+		if err := ignoreExists(s.st.Create(ctx, expiryKey(j.rec.ExpiresAt, j.id), nil)); err != nil {
+			// The entry stays: whoever takes it next settles it again.
+			s.dropLocked(ctx, j, true)
+			return
+		}
+	}
+	fns := []func() error{func() error { return s.st.Delete(ctx, queueKey(j.id), 0) }, func() error {
+		s.dropLocked(ctx, j, true)
+		return nil
+	}}
+	if j.rec.CancelRequested {
+		fns = append(fns, func() error { return s.st.Delete(ctx, cancelKey(j.id), 0) })
+	}
+	if errs := parallel(fns...); errs[0] == nil {
+		s.forget(j.id)
+	}
 }
 
-// enqueueLocked puts a queued job at the back (or, returning from a BUSY
-// attempt, the front) of its subject's queue.
-func (s *Service) enqueueLocked(j *job, front bool) {
-	subj := j.subject
-	q := s.queues[subj]
-	if len(q) == 0 && !slices.Contains(s.ring, subj) {
-		s.ring = append(s.ring, subj)
+// forget removes an entry from this worker's view of the queue.
+func (s *Service) forget(id string) {
+	s.mu.Lock()
+	delete(s.queue, id)
+	delete(s.held, id)
+	s.mu.Unlock()
+}
+
+// dropLocked ends the job's stay on this worker: the lease is released
+// when release is set (and it is still ours), and the job leaves the
+// local set.
+func (s *Service) dropLocked(ctx context.Context, j *job, release bool) {
+	if release && j.token != 0 && !j.lost {
+		if err := s.st.Release(context.WithoutCancel(ctx), runLease(j.id), j.token); err != nil && !errors.Is(err, durable.ErrFenced) {
+			s.log.Warn("job lease not released", "job", j.id, "err", err)
+		}
 	}
-	if front {
-		q = append([]*job{j}, q...)
-	} else {
-		q = append(q, j)
+	j.token = 0
+	s.mu.Lock()
+	if s.local[j.id] == j {
+		delete(s.local, j.id)
 	}
-	s.queues[subj] = q
+	s.pending -= j.pending
+	s.mu.Unlock()
+	j.pending = 0
+}
+
+func (s *Service) drop(ctx context.Context, j *job, release bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s.dropLocked(ctx, j, release)
 }
 
 func (s *Service) signal() {
@@ -433,7 +647,7 @@ func (s *Service) Submit(ctx context.Context, p *runtime.Principal, key string, 
 		Credential: p.CredentialDigest, HostID: s.o.HostID, AccountID: account,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	c, exists, err := s.claimKey(ctx, kh, claim{ID: rec.ID, Fingerprint: fp})
+	c, exists, err := s.claimKey(ctx, kh, claim{ID: rec.ID, Fingerprint: fp, Created: now})
 	if err != nil {
 		return Info{}, err
 	}
@@ -441,16 +655,8 @@ func (s *Service) Submit(ctx context.Context, p *runtime.Principal, key string, 
 		if c.Fingerprint != fp {
 			return Info{}, protocol.New(protocol.CodeIdempotencyConflict)
 		}
-		s.mu.Lock()
-		j := s.jobs[c.ID]
-		s.mu.Unlock()
-		if j != nil {
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			if j.rec.Tomb {
-				return Info{}, protocol.New(protocol.CodeJobExpired)
-			}
-			return s.infoLocked(j), nil
+		if info, found, err := s.existing(ctx, c.ID); found || err != nil {
+			return info, err
 		}
 		rec.ID = c.ID // a claim whose record a crash (or error) left unwritten
 	}
@@ -458,28 +664,91 @@ func (s *Service) Submit(ctx context.Context, p *runtime.Principal, key string, 
 	if err != nil {
 		return Info{}, err
 	}
-	if int64(len(b)) > s.o.MaxJobBytes {
-		return Info{}, protocol.New(protocol.CodeJobRecordLimit)
-	}
-	if err := s.reserve(rec.Subject, int64(len(b))); err != nil {
+	rec.Reserved = int64(len(b))
+	b, _ = json.Marshal(rec)
+	dropClaim := func() {
 		if !exists {
 			_ = s.st.Delete(context.WithoutCancel(ctx), prefixKey+kh, 0)
 		}
-		return Info{}, err
 	}
-	rev, err := s.st.Create(ctx, recordKey(rec.ID), b)
-	if err != nil {
-		s.unreserve(rec.Subject, int64(len(b)))
+	if int64(len(b)) > s.o.MaxJobBytes {
+		dropClaim()
+		return Info{}, protocol.New(protocol.CodeJobRecordLimit)
+	}
+	// The reservation and the queue entry at once, both before the
+	// record: every queued record has its entry (an entry without a
+	// record is a submission under way, or one that crashed).
+	qb, _ := json.Marshal(queued{Subject: rec.Subject, Created: rec.CreatedAt})
+	errs := parallel(func() error {
+		return s.reserve(ctx, rec.Subject, rec.Reserved)
+	}, func() error {
+		return ignoreExists(s.st.Create(ctx, queueKey(rec.ID), qb))
+	})
+	if errs[0] != nil || errs[1] != nil {
+		if errs[1] == nil || certainlyNotWritten(errs[1]) {
+			if errs[1] == nil {
+				_ = s.st.Delete(context.WithoutCancel(ctx), queueKey(rec.ID), 0)
+			}
+			if errs[0] == nil {
+				s.unreserve(ctx, rec.Subject, rec.Reserved)
+			}
+			dropClaim()
+		}
+		if errs[0] != nil {
+			return Info{}, errs[0]
+		}
+		return Info{}, storeError(errs[1])
+	}
+	if _, err := s.st.Create(ctx, recordKey(rec.ID), b); err != nil {
+		if errors.Is(err, durable.ErrExists) {
+			// Another host resubmitted the same key at the same time.
+			s.unreserve(ctx, rec.Subject, rec.Reserved)
+			if info, found, err := s.existing(ctx, rec.ID); found || err != nil {
+				return info, err
+			}
+		}
+		if certainlyNotWritten(err) {
+			_ = s.st.Delete(context.WithoutCancel(ctx), queueKey(rec.ID), 0)
+			s.unreserve(ctx, rec.Subject, rec.Reserved)
+			dropClaim()
+		}
 		return Info{}, storeError(err)
 	}
-	j := &job{subject: rec.Subject, rec: rec, rev: rev, bytes: int64(len(b)), recBytes: int64(len(b))}
-	info := s.infoLocked(j) // the accepted job, before a worker can take it
+	info := infoOf(&rec, 0)
 	s.mu.Lock()
-	s.jobs[rec.ID] = j
-	s.enqueueLocked(j, false)
+	s.queue[rec.ID] = known{queued: queued{Subject: rec.Subject, Created: rec.CreatedAt}, added: time.Now()}
 	s.mu.Unlock()
 	s.signal()
 	return info, nil
+}
+
+// certainlyNotWritten reports whether a failed write is known not to have
+// happened (the store refused it), as opposed to an unacknowledged one.
+func certainlyNotWritten(err error) bool {
+	return errors.Is(err, durable.ErrTooLarge) || errors.Is(err, durable.ErrFull) || errors.Is(err, durable.ErrClosed)
+}
+
+// existing returns the job a resubmission found under its key.
+func (s *Service) existing(ctx context.Context, id string) (Info, bool, error) {
+	e, err := s.st.Get(ctx, recordKey(id))
+	if errors.Is(err, durable.ErrNotFound) {
+		return Info{}, false, nil
+	}
+	if err != nil {
+		return Info{}, false, storeError(err)
+	}
+	var r record
+	if err := json.Unmarshal(e.Value, &r); err != nil {
+		return Info{}, false, protocol.Wrap(protocol.CodeJobStoreError, err)
+	}
+	if r.Tomb {
+		return Info{}, true, protocol.New(protocol.CodeJobExpired)
+	}
+	cursor, err := s.cursorOf(ctx, &r)
+	if err != nil {
+		return Info{}, true, err
+	}
+	return infoOf(&r, cursor), true, nil
 }
 
 // claimKey creates the key claim, or returns the existing one.
@@ -503,74 +772,75 @@ func (s *Service) claimKey(ctx context.Context, kh string, c claim) (claim, bool
 	return got, true, nil
 }
 
-// reserve counts a new record against the capacity limits
-// (JOB_STORE_FULL) before it is written.
-func (s *Service) reserve(subject string, size int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.count >= s.o.MaxJobs || s.perSubject[subject] >= s.o.MaxJobsPerSubject ||
-		s.liveBytes+size+liveReserve > s.o.MaxBytes {
-		return protocol.New(protocol.CodeJobStoreFull)
-	}
-	s.count++
-	s.perSubject[subject]++
-	s.liveBytes += size + liveReserve
-	return nil
-}
-
-func (s *Service) unreserve(subject string, size int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.count--
-	s.perSubject[subject]--
-	s.liveBytes -= size + liveReserve
-}
-
 // available reports why the service cannot take requests now.
 func (s *Service) available() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.lostLease:
-		pe := protocol.New(protocol.CodeJobLeaseLost)
-		pe.Uncertain = true
-		return pe
-	case s.stopping:
+	if s.stopping {
 		return protocol.New(protocol.CodeJobsUnavailable)
 	}
 	return nil
 }
 
-// lookup finds a job of p's subject (another subject's is JOB_NOT_FOUND),
-// after the operation grant check (FORBIDDEN). Tombstones are JOB_EXPIRED.
-// It returns the job locked.
-func (s *Service) lookup(p *runtime.Principal, op, id string) (*job, error) {
+// lookup reads a job of p's subject from the store (another subject's is
+// JOB_NOT_FOUND), after the operation grant check (FORBIDDEN). Tombstones
+// are JOB_EXPIRED.
+func (s *Service) lookup(ctx context.Context, p *runtime.Principal, op, id string) (record, uint64, error) {
 	if !p.Can(op) {
-		return nil, protocol.New(protocol.CodeForbidden)
+		return record{}, 0, protocol.New(protocol.CodeForbidden)
 	}
 	if err := s.available(); err != nil {
-		return nil, err
+		return record{}, 0, err
+	}
+	e, err := s.st.Get(ctx, recordKey(id))
+	if errors.Is(err, durable.ErrNotFound) {
+		return record{}, 0, protocol.New(protocol.CodeJobNotFound)
+	}
+	if err != nil {
+		return record{}, 0, storeError(err)
+	}
+	var r record
+	if err := json.Unmarshal(e.Value, &r); err != nil {
+		return record{}, 0, protocol.Wrap(protocol.CodeJobStoreError, err)
+	}
+	if r.Subject != p.Subject {
+		return record{}, 0, protocol.New(protocol.CodeJobNotFound)
+	}
+	if r.Tomb {
+		return record{}, 0, protocol.New(protocol.CodeJobExpired)
+	}
+	if !covers(p, &r) {
+		return record{}, 0, protocol.New(protocol.CodeForbidden)
+	}
+	return r, e.Revision, nil
+}
+
+// cursorOf is a job's last committed event: the record's for a terminal
+// job, the running worker's own count when it is this one, the log's last
+// sequence otherwise (0 for an ordinary queued job, whose log is empty).
+func (s *Service) cursorOf(ctx context.Context, r *record) (uint64, error) {
+	if terminalState(r.State) {
+		return r.Cursor, nil
+	}
+	if r.State == StateQueued && !r.Ending {
+		return 0, nil
 	}
 	s.mu.Lock()
-	j := s.jobs[id]
+	j := s.local[r.ID]
 	s.mu.Unlock()
-	if j == nil {
-		return nil, protocol.New(protocol.CodeJobNotFound)
-	}
-	j.mu.Lock()
-	if j.rec.Subject != p.Subject {
+	if j != nil {
+		j.mu.Lock()
+		c, mine := j.cursor, j.rec.ID == r.ID && j.token != 0 && !j.lost
 		j.mu.Unlock()
-		return nil, protocol.New(protocol.CodeJobNotFound)
+		if mine {
+			return c, nil
+		}
 	}
-	if j.rec.Tomb {
-		j.mu.Unlock()
-		return nil, protocol.New(protocol.CodeJobExpired)
+	last, err := s.st.Last(ctx, eventLog(r.ID))
+	if err != nil {
+		return 0, storeError(err)
 	}
-	if !covers(p, &j.rec) {
-		j.mu.Unlock()
-		return nil, protocol.New(protocol.CodeForbidden)
-	}
-	return j, nil
+	return last, nil
 }
 
 // covers reports whether p's provider and tool grants cover the stored
@@ -587,10 +857,9 @@ func covers(p *runtime.Principal, r *record) bool {
 	return true
 }
 
-func (s *Service) infoLocked(j *job) Info {
-	r := &j.rec
+func infoOf(r *record, cursor uint64) Info {
 	i := Info{ID: r.ID, RunID: r.RunID, Provider: r.Provider, Model: r.Model, State: r.State,
-		Cursor: j.cursor, CancelRequested: r.CancelRequested,
+		Cursor: cursor, CancelRequested: r.CancelRequested,
 		CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt)}
 	if terminalState(r.State) {
 		i.ExpiresAt = fromMillis(r.ExpiresAt)
@@ -598,14 +867,18 @@ func (s *Service) infoLocked(j *job) Info {
 	return i
 }
 
-// Read returns a job's JobInfo.
+// Read returns a job's JobInfo, from the store: any host answers for any
+// job.
 func (s *Service) Read(ctx context.Context, p *runtime.Principal, id string) (Info, error) {
-	j, err := s.lookup(p, "jobs.read", id)
+	r, _, err := s.lookup(ctx, p, "jobs.read", id)
 	if err != nil {
 		return Info{}, err
 	}
-	defer j.mu.Unlock()
-	return s.infoLocked(j), nil
+	cursor, err := s.cursorOf(ctx, &r)
+	if err != nil {
+		return Info{}, err
+	}
+	return infoOf(&r, cursor), nil
 }
 
 // Events returns the page of committed events after sequence after (§2.1).
@@ -613,12 +886,14 @@ func (s *Service) Events(ctx context.Context, p *runtime.Principal, id string, a
 	if limit <= 0 || limit > MaxPageEvents {
 		limit = MaxPageEvents
 	}
-	j, err := s.lookup(p, "jobs.read", id)
+	r, _, err := s.lookup(ctx, p, "jobs.read", id)
 	if err != nil {
 		return Page{}, err
 	}
-	cursor := j.cursor
-	j.mu.Unlock()
+	cursor, err := s.cursorOf(ctx, &r)
+	if err != nil {
+		return Page{}, err
+	}
 	if after > cursor {
 		return Page{}, protocol.New(protocol.CodeInvalidJobCursor)
 	}
@@ -628,72 +903,128 @@ func (s *Service) Events(ctx context.Context, p *runtime.Principal, id string, a
 			return Page{}, storeError(err)
 		}
 	}
-	j.mu.Lock()
-	info := s.infoLocked(j)
-	j.mu.Unlock()
+	info := infoOf(&r, cursor)
 	page := Page{Job: info, Events: make([]json.RawMessage, 0, len(recs)), NextCursor: after}
-	for _, r := range recs {
-		if r.Seq > info.Cursor {
-			break // appended, not yet counted: the next page has it
+	for _, rec := range recs {
+		if rec.Seq > info.Cursor {
+			break // appended after the cursor was read: the next page has it
 		}
-		page.Events = append(page.Events, r.Data)
-		page.NextCursor = r.Seq
+		page.Events = append(page.Events, rec.Data)
+		page.NextCursor = rec.Seq
 	}
 	page.HasMore = page.NextCursor < info.Cursor
 	return page, nil
 }
 
-// Cancel cancels a job (§2.3): a terminal job is returned unchanged, a
-// queued one is cancelled at once, a running one gets cancelRequested
-// persisted and its run cancelled.
+// Cancel cancels a job (§2.3) from any host: a terminal job is returned
+// unchanged; a queued one is cancelled at once by whoever can take its
+// lease; a running one (or a queued one another worker is dispatching)
+// gets cancelRequested persisted, and its worker — this one or the one
+// watching the cancel signals — cancels the run.
 func (s *Service) Cancel(ctx context.Context, p *runtime.Principal, id string) (Info, error) {
-	j, err := s.lookup(p, "jobs.cancel", id)
-	if err != nil {
-		return Info{}, err
-	}
-	defer j.mu.Unlock()
-	switch {
-	case terminalState(j.rec.State):
-		return s.infoLocked(j), nil
-	case j.rec.State == StateQueued && !j.dispatching:
-		s.mu.Lock()
-		s.dequeueLocked(j)
-		s.mu.Unlock()
-		if err := s.endQueuedLocked(ctx, j, runtime.EventRunCancelled, protocol.New(protocol.CodeCancelled)); err != nil {
+	for range 8 {
+		r, rev, err := s.lookup(ctx, p, "jobs.cancel", id)
+		if err != nil {
 			return Info{}, err
 		}
-		return s.infoLocked(j), nil
+		if terminalState(r.State) {
+			return infoOf(&r, r.Cursor), nil
+		}
+		s.mu.Lock()
+		lj := s.local[id]
+		s.mu.Unlock()
+		if lj != nil {
+			if info, ok, err := s.cancelLocal(ctx, lj); ok || err != nil {
+				return info, err
+			}
+			continue // it left this worker meanwhile: look again
+		}
+		if r.State == StateQueued && !r.CancelRequested {
+			if j := s.claimLocal(id); j != nil {
+				if got := s.take(ctx, j, queued{Subject: r.Subject, Created: r.CreatedAt}, true); got != nil {
+					// Ours and still queued: cancelled at once.
+					got.mu.Lock()
+					err := s.endQueuedLocked(ctx, got, runtime.EventRunCancelled, protocol.New(protocol.CodeCancelled))
+					if err != nil {
+						s.dropLocked(ctx, got, !got.lost)
+						got.mu.Unlock()
+						return Info{}, err
+					}
+					info := infoOf(&got.rec, got.cursor)
+					s.settleLocked(ctx, got)
+					got.mu.Unlock()
+					return info, nil
+				}
+				s.mu.Lock()
+				_, heldElsewhere := s.held[id]
+				s.mu.Unlock()
+				if !heldElsewhere {
+					continue // settled meanwhile: read it again
+				}
+			}
+		}
+		// Another worker has it: persist the request and signal it.
+		if !r.CancelRequested {
+			r.CancelRequested = true
+			r.UpdatedAt = max(s.o.Now().UnixMilli(), r.CreatedAt)
+			b, _ := json.Marshal(r)
+			if _, err := s.st.Update(ctx, recordKey(id), b, rev); errors.Is(err, durable.ErrRevision) {
+				continue
+			} else if err != nil {
+				return Info{}, storeError(err)
+			}
+		}
+		if err := ignoreExists(s.st.Create(ctx, cancelKey(id), nil)); err != nil {
+			return Info{}, storeError(err)
+		}
+		cursor, err := s.cursorOf(ctx, &r)
+		if err != nil {
+			return Info{}, err
+		}
+		return infoOf(&r, cursor), nil
+	}
+	pe := protocol.New(protocol.CodeJobStoreError)
+	pe.Uncertain = true
+	return Info{}, pe
+}
+
+// cancelLocal cancels a job this worker holds: cancelRequested persisted,
+// the run (if started) cancelled; a dispatch still checking sees the flag.
+// ok is false when the job left this worker before its lock was had.
+func (s *Service) cancelLocal(ctx context.Context, j *job) (Info, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s.mu.Lock()
+	still := s.local[j.id] == j && j.token != 0 && !j.lost
+	s.mu.Unlock()
+	if !still {
+		return Info{}, false, nil
+	}
+	if terminalState(j.rec.State) {
+		return infoOf(&j.rec, j.cursor), true, nil
 	}
 	if !j.rec.CancelRequested {
 		rec := j.rec
 		rec.CancelRequested = true
 		rec.UpdatedAt = max(s.o.Now().UnixMilli(), rec.CreatedAt)
 		if err := s.put(ctx, j, rec); err != nil {
-			return Info{}, storeError(err)
+			return Info{}, true, storeError(err)
 		}
 	}
 	if j.run != nil {
 		j.run.Cancel(nil) // the terminal event comes back through the log
 	}
-	return s.infoLocked(j), nil
+	return infoOf(&j.rec, j.cursor), true, nil
 }
 
-// dequeueLocked removes a queued job from its subject's queue.
-func (s *Service) dequeueLocked(j *job) {
-	q := s.queues[j.subject]
-	if i := slices.Index(q, j); i >= 0 {
-		s.queues[j.subject] = slices.Delete(q, i, i+1)
-	}
-}
-
-// endQueuedLocked ends a job that never ran: a fencing rewrite of the
-// record, the synthetic run.started and terminal event appended, then the
-// record turned terminal (doc: the order takeover recovers from).
+// endQueuedLocked ends a job that never ran, its lease held: the record
+// marked Ending (a fence: a worker that lost the job fails this CAS), the
+// synthetic run.started and terminal event appended, then the record
+// turned terminal (doc: the order recovery relies on).
 func (s *Service) endQueuedLocked(ctx context.Context, j *job, typ string, pe *protocol.Error) error {
 	now := s.o.Now()
 	rec := j.rec
-	// The record is rewritten first, unchanged: a fence. An owner that
-	// lost the store to another fails here, before touching the log.
+	rec.Ending = true
 	if err := s.put(ctx, j, rec); err != nil {
 		j.lost = true
 		return storeError(err)
@@ -704,18 +1035,11 @@ func (s *Service) endQueuedLocked(ctx context.Context, j *job, typ string, pe *p
 		return storeError(err)
 	}
 	j.cursor = 2
-	s.addBytes(j, int64(len(e1)+len(e2)))
+	j.bytes += int64(len(e1) + len(e2))
+	rec = j.rec
 	rec.State = stateOf(typ)
 	if err := s.finishRecord(ctx, j, rec, now); err != nil {
 		return storeError(err)
 	}
 	return nil
-}
-
-// addBytes counts appended event bytes.
-func (s *Service) addBytes(j *job, n int64) {
-	j.bytes += n
-	s.mu.Lock()
-	s.liveBytes += n
-	s.mu.Unlock()
 }

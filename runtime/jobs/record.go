@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"adhost/runtime"
@@ -33,14 +35,51 @@ func terminalState(s string) bool {
 }
 
 const (
-	keyLease     = "jobs/v1/lease"
-	prefixKey    = "jobs/v1/key/"
-	prefixRecord = "jobs/v1/job/"
-	prefixEvents = "jobs/v1/ev/"
+	keyMaint      = "jobs/v1/lease" // the maintenance lease (see doc)
+	prefixKey     = "jobs/v1/key/"
+	prefixRecord  = "jobs/v1/job/"
+	prefixEvents  = "jobs/v1/ev/"
+	prefixQueue   = "jobs/v1/q/"
+	prefixRun     = "jobs/v1/run/"
+	prefixCancel  = "jobs/v1/cx/"
+	prefixExpiry  = "jobs/v1/exp/"
+	keyCapTotal   = "jobs/v1/cap/all"
+	prefixCapSubj = "jobs/v1/cap/s/"
 )
 
 func recordKey(id string) string { return prefixRecord + id }
 func eventLog(id string) string  { return prefixEvents + id }
+func queueKey(id string) string  { return prefixQueue + id }
+func runLease(id string) string  { return prefixRun + id }
+func cancelKey(id string) string { return prefixCancel + id }
+
+// expiryKey sorts by expiry: 13 digits of unix milliseconds, then the id.
+func expiryKey(ms int64, id string) string {
+	return prefixExpiry + fmt.Sprintf("%013d", max(ms, 0)) + "-" + id
+}
+
+// expiryOf parses an expiry key: its time and job id.
+func expiryOf(key string) (int64, string, bool) {
+	rest := strings.TrimPrefix(key, prefixExpiry)
+	if len(rest) < 15 || rest[13] != '-' {
+		return 0, "", false
+	}
+	ms, err := strconv.ParseInt(rest[:13], 10, 64)
+	return ms, rest[14:], err == nil
+}
+
+// subjectKey is a subject's capacity counter.
+func subjectKey(subject string) string {
+	h := sha256.Sum256([]byte(subject))
+	return prefixCapSubj + hex.EncodeToString(h[:])
+}
+
+// queued is the value of a queue entry: what fair dispatch orders by,
+// without reading the record.
+type queued struct {
+	Subject string `json:"s"`
+	Created int64  `json:"t"` // unix ms
+}
 
 // keyHash names a subject's key in the store: client strings never reach a
 // durable key (they may hold any character), and the length prefix keeps
@@ -58,6 +97,10 @@ func keyHash(subject, key string) string {
 type claim struct {
 	ID          string `json:"id"`
 	Fingerprint string `json:"fp"`
+	// Created (unix ms) tells the maintenance pass a claim whose record
+	// a submission on another host is about to write from one a crash
+	// left behind.
+	Created int64 `json:"t,omitempty"`
 }
 
 // record is a job as stored. A tombstone keeps only what the key rules and
@@ -84,6 +127,17 @@ type record struct {
 	CancelRequested bool            `json:"cancelRequested,omitempty"`
 	CreatedAt       int64           `json:"createdAt,omitempty"`
 	UpdatedAt       int64           `json:"updatedAt,omitempty"`
+	// Owner and Token name the worker running the job and its per-job
+	// lease token, written with the queued → running transition.
+	Owner string `json:"owner,omitempty"`
+	Token uint64 `json:"token,omitempty"`
+	// Ending marks a queued job whose synthetic end (cancel, failed
+	// dispatch check) is being appended: only such a queued record may
+	// have a non-empty log (see doc).
+	Ending bool `json:"ending,omitempty"`
+	// Reserved is what the job counts in the shared byte counter
+	// (jobs/v1/cap/all) besides liveReserve.
+	Reserved int64 `json:"reserved,omitempty"`
 }
 
 func (r *record) tombstone() record {

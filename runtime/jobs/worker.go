@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"adhost/runtime"
@@ -11,11 +13,15 @@ import (
 	"adhost/runtime/protocol"
 )
 
-// maintenanceInterval spaces the retention passes.
-const maintenanceInterval = time.Second
+// maintenanceInterval spaces the retention passes; sweepInterval the
+// passes over stale cancel signals.
+const (
+	maintenanceInterval = time.Second
+	sweepInterval       = 30 * time.Second
+)
 
-// Start begins dispatching queued jobs and renewing the lease. Call it
-// once the host serves requests.
+// Start begins dispatching queued jobs and renewing leases. Call it once
+// the host serves requests.
 func (s *Service) Start() {
 	s.mu.Lock()
 	if s.started || s.stopping {
@@ -29,45 +35,64 @@ func (s *Service) Start() {
 	go s.pollLoop()
 }
 
-// renewLoop renews the lease every lease/3. A fenced token, or no
-// successful renewal for a whole lease, means another owner may have taken
-// over: the service stops.
+// renewLoop renews every held per-job lease (and the maintenance lease)
+// every lease/3. A fenced token, or no successful renewal for a whole
+// lease, means another worker may have taken the job over: its run is
+// aborted (JOB_LEASE_LOST) and nothing more is written for it.
 func (s *Service) renewLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.o.Lease / 3)
 	defer t.Stop()
-	last := time.Now()
 	for {
 		select {
 		case <-s.quit:
 			return
 		case <-t.C:
 		}
-		_, err := s.st.Renew(context.Background(), keyLease, s.lease.Token, s.o.Lease)
-		if err == nil {
-			last = time.Now()
-			continue
-		}
-		if errors.Is(err, durable.ErrFenced) || time.Since(last) >= s.o.Lease {
-			s.log.Error("job worker lost its lease", "err", err)
-			s.loseLease()
-			return
-		}
-		s.log.Warn("job lease renewal failed", "err", err)
+		s.renewAll()
 	}
 }
 
-// loseLease stops dispatching and aborts every run: their jobs belong to
-// the next owner, which interrupts them.
-func (s *Service) loseLease() {
+func (s *Service) renewAll() {
+	ctx := context.Background()
 	s.mu.Lock()
-	s.lostLease = true
-	runs := s.activeRunsLocked()
+	list := make([]*job, 0, len(s.local))
+	for _, j := range s.local {
+		list = append(list, j)
+	}
+	maint, held := s.maint, s.maintHeld
 	s.mu.Unlock()
-	pe := protocol.New(protocol.CodeJobLeaseLost)
-	pe.Uncertain = true
-	for _, r := range runs {
-		r.Cancel(pe)
+	for _, j := range list {
+		j.mu.Lock()
+		tok, lost, renewed := j.token, j.lost, j.renewed
+		j.mu.Unlock()
+		if tok == 0 || lost {
+			continue
+		}
+		_, err := s.st.Renew(ctx, runLease(j.id), tok, s.o.Lease)
+		j.mu.Lock()
+		switch {
+		case j.token != tok:
+			// Released meanwhile.
+		case err == nil:
+			j.renewed = time.Now()
+		case errors.Is(err, durable.ErrFenced) || time.Since(renewed) >= s.o.Lease:
+			s.log.Error("job lease lost", "job", j.id, "err", err)
+			j.lost = true
+			if j.run != nil {
+				j.run.Cancel(leaseLost())
+			}
+		default:
+			s.log.Warn("job lease renewal failed", "job", j.id, "err", err)
+		}
+		j.mu.Unlock()
+	}
+	if held {
+		if _, err := s.st.Renew(ctx, keyMaint, maint.Token, s.o.Lease); errors.Is(err, durable.ErrFenced) {
+			s.mu.Lock()
+			s.maintHeld = false
+			s.mu.Unlock()
+		}
 	}
 }
 
@@ -83,6 +108,7 @@ func (s *Service) pollLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.o.PollInterval)
 	defer t.Stop()
+	s.refresh()
 	for {
 		select {
 		case <-s.quit:
@@ -92,72 +118,141 @@ func (s *Service) pollLoop() {
 			s.mu.Lock()
 			clear(s.blocked)
 			s.mu.Unlock()
+			s.refresh()
 			s.revoke()
+			s.watchCancels()
 		}
 		s.maintain()
-		for _, j := range s.pick() {
-			go s.dispatch(j)
+		for _, c := range s.pick() {
+			go s.dispatch(c.j, c.q)
 		}
 	}
 }
 
-// pick takes the candidates of one dispatch window (fair dispatch, §2.3):
-// rounds of one queued job per subject, starting at the rotating offset,
-// until the free workers are used or nothing is left. The offset moves past
-// the last subject served, so a subject whose jobs stay BUSY cannot hold
-// the window. Subjects answered BUSY since the last tick sit out.
-func (s *Service) pick() []*job {
+// refresh lists the shared queue: entries other hosts submitted appear,
+// entries others finished disappear (those this worker learnt of while
+// the list was read stay).
+func (s *Service) refresh() {
+	began := time.Now()
+	listed := map[string]queued{}
+	err := s.listAll(context.Background(), prefixQueue, func(e durable.Entry) error {
+		var q queued
+		_ = json.Unmarshal(e.Value, &q)
+		listed[strings.TrimPrefix(e.Key, prefixQueue)] = q
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("job queue not listed", "err", err)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping || s.lostLease || len(s.ring) == 0 {
+	for id, k := range s.queue {
+		if _, ok := listed[id]; !ok && k.added.Before(began) {
+			delete(s.queue, id)
+		}
+	}
+	for id, q := range listed {
+		if _, ok := s.queue[id]; !ok {
+			s.queue[id] = known{queued: q, added: began}
+		}
+	}
+	now := time.Now()
+	for id, until := range s.held {
+		if _, ok := s.queue[id]; !ok || !until.After(now) {
+			delete(s.held, id)
+		}
+	}
+}
+
+type candidate struct {
+	j *job
+	q queued
+}
+
+// pick takes the candidates of one dispatch window (fair dispatch, §2.3):
+// rounds of one queued job per subject — the oldest by creation time —
+// with the subjects in byte order starting after the subject served last,
+// until the free workers are used or nothing is left. Every host orders
+// the shared queue the same way; jobs this worker holds, jobs another
+// worker holds, and subjects answered BUSY since the last tick sit out.
+func (s *Service) pick() []candidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || !s.started {
 		return nil
 	}
 	free := s.o.Workers - s.active
-	var out []*job
+	if free <= 0 || len(s.queue) == 0 {
+		return nil
+	}
+	now := time.Now()
+	bySubject := map[string][]string{}
+	for id, k := range s.queue {
+		if s.local[id] != nil || s.blocked[k.Subject] {
+			continue
+		}
+		if until, ok := s.held[id]; ok && until.After(now) {
+			continue
+		}
+		bySubject[k.Subject] = append(bySubject[k.Subject], id)
+	}
+	if len(bySubject) == 0 {
+		return nil
+	}
+	subjects := make([]string, 0, len(bySubject))
+	for subj, ids := range bySubject {
+		subjects = append(subjects, subj)
+		slices.SortFunc(ids, func(a, b string) int {
+			if d := s.queue[a].Created - s.queue[b].Created; d != 0 {
+				if d < 0 {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+	}
+	slices.Sort(subjects)
+	start, _ := slices.BinarySearch(subjects, s.last)
+	if start < len(subjects) && subjects[start] == s.last {
+		start++
+	}
+	var out []candidate
 	for free > 0 {
-		n := len(s.ring)
-		start := s.rr % n
-		last := -1
-		for i := 0; i < n && free > 0; i++ {
-			idx := (start + i) % n
-			subj := s.ring[idx]
-			q := s.queues[subj]
-			if s.blocked[subj] || len(q) == 0 {
+		served := false
+		for i := range subjects {
+			if free == 0 {
+				break
+			}
+			subj := subjects[(start+i)%len(subjects)]
+			ids := bySubject[subj]
+			if len(ids) == 0 {
 				continue
 			}
-			out = append(out, q[0])
-			s.queues[subj] = q[1:]
+			id := ids[0]
+			bySubject[subj] = ids[1:]
+			j := &job{id: id}
+			s.local[id] = j
+			out = append(out, candidate{j: j, q: s.queue[id].queued})
+			s.last = subj
 			free--
-			last = idx
+			served = true
 		}
-		if last < 0 {
+		if !served {
 			break
 		}
-		s.rr = last + 1
+		start, _ = slices.BinarySearch(subjects, s.last)
+		start++
 	}
-	// Drop subjects with nothing queued; rr keeps pointing at the subject
-	// that was next.
-	nextPos := s.rr % len(s.ring)
-	ring := make([]string, 0, len(s.ring))
-	rr := 0
-	for i, subj := range s.ring {
-		if i == nextPos {
-			rr = len(ring)
-		}
-		if len(s.queues[subj]) > 0 {
-			ring = append(ring, subj)
-		} else {
-			delete(s.queues, subj)
-		}
-	}
-	s.ring, s.rr = ring, rr
 	s.active += len(out)
 	s.wg.Add(len(out))
 	return out
 }
 
-// dispatch runs one candidate: the dispatch checks, then the run.
-func (s *Service) dispatch(j *job) {
+// dispatch takes one candidate's lease, then runs the dispatch checks and
+// the run.
+func (s *Service) dispatch(c *job, q queued) {
 	defer s.wg.Done()
 	ran := false
 	defer func() {
@@ -165,17 +260,19 @@ func (s *Service) dispatch(j *job) {
 		s.active--
 		if ran {
 			// A slot of the subject is free again.
-			delete(s.blocked, j.subject)
-			delete(s.runs, j)
+			delete(s.blocked, q.Subject)
 		}
 		s.mu.Unlock()
-		if ran {
-			s.signal()
-		}
+		s.signal()
 	}()
 	ctx := context.Background()
+	j := s.take(ctx, c, q, true)
+	if j == nil {
+		return
+	}
 	j.mu.Lock()
 	if j.rec.State != StateQueued || j.lost {
+		s.dropLocked(ctx, j, !j.lost)
 		j.mu.Unlock()
 		return
 	}
@@ -194,12 +291,13 @@ func (s *Service) dispatch(j *job) {
 		// at once.
 		s.starting.RLock()
 		s.mu.Lock()
-		stopping := s.stopping || s.lostLease
+		stopping := s.stopping
 		s.mu.Unlock()
 		if stopping {
 			s.starting.RUnlock()
 			j.mu.Lock()
 			j.dispatching = false
+			s.dropLocked(ctx, j, true)
 			j.mu.Unlock()
 			return
 		}
@@ -221,7 +319,7 @@ func (s *Service) dispatch(j *job) {
 	j.run = run
 	ran = true
 	s.mu.Lock()
-	stop := s.stopping || s.lostLease
+	stop := s.stopping
 	s.runs[j] = run
 	s.mu.Unlock()
 	if j.rec.CancelRequested {
@@ -238,33 +336,57 @@ func (s *Service) dispatch(j *job) {
 		}
 	}
 	<-run.Done()
+	s.mu.Lock()
+	delete(s.runs, j)
+	s.mu.Unlock()
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.run = nil
-	j.mu.Unlock()
+	switch {
+	case j.lost:
+		s.dropLocked(ctx, j, false)
+	case terminalState(j.rec.State):
+		s.settleLocked(ctx, j)
+	case j.rec.State == StateRunning:
+		// The run ended without its terminal event in the store (an
+		// append failed): interrupted, or left to the next taker once the
+		// lease lapses if the store refuses that too.
+		if err := s.interruptLocked(ctx, j); err != nil {
+			s.log.Warn("job interrupt failed", "job", j.id, "code", string(protocol.CodeOf(err)))
+			s.dropLocked(ctx, j, false)
+			return
+		}
+		s.settleLocked(ctx, j)
+	default:
+		s.dropLocked(ctx, j, true)
+	}
 }
 
 // notStartedLocked settles a candidate whose run did not start.
 func (s *Service) notStartedLocked(ctx context.Context, j *job, pe *protocol.Error) {
 	switch {
 	case j.lost:
-		// Another owner has the store; the job is its business now.
+		// Another worker has the job; it is its business now.
+		s.dropLocked(ctx, j, false)
 	case j.rec.State == StateRunning:
 		// The record turned running but run.started was not committed:
 		// nothing ran, but a persistence failure interrupts (§2.3).
 		if err := s.interruptLocked(ctx, j); err != nil {
 			s.log.Warn("job interrupt failed", "job", j.rec.ID, "code", string(protocol.CodeOf(err)))
+			s.dropLocked(ctx, j, false)
+			return
 		}
-	case j.rec.State != StateQueued:
-		// Cancelled meanwhile.
+		s.settleLocked(ctx, j)
+	case terminalState(j.rec.State):
+		s.settleLocked(ctx, j)
 	case waitable(pe.Code) && !j.rec.CancelRequested:
+		// Stays queued: the lease goes back, any worker may try again.
 		s.mu.Lock()
 		if pe.Code == protocol.CodeBusy {
 			s.blocked[j.subject] = true
 		}
-		if !s.stopping {
-			s.enqueueLocked(j, true)
-		}
 		s.mu.Unlock()
+		s.dropLocked(ctx, j, true)
 	default:
 		typ, end := runtime.EventRunFailed, protocol.New(pe.Code)
 		if waitable(pe.Code) {
@@ -272,7 +394,10 @@ func (s *Service) notStartedLocked(ctx context.Context, j *job, pe *protocol.Err
 		}
 		if err := s.endQueuedLocked(ctx, j, typ, end); err != nil {
 			s.log.Warn("job end failed", "job", j.rec.ID, "code", string(protocol.CodeOf(err)))
+			s.dropLocked(ctx, j, !j.lost)
+			return
 		}
+		s.settleLocked(ctx, j)
 	}
 }
 
@@ -317,6 +442,9 @@ func (s *Service) interruptLocked(ctx context.Context, j *job) error {
 	seq++
 	evs = append(evs, syntheticEnd(&rec, runtime.EventRunFailed, seq, now, interruptedError()))
 	if _, err := s.st.Append(ctx, eventLog(rec.ID), j.cursor, evs...); err != nil {
+		if errors.Is(err, durable.ErrSequence) {
+			j.lost = true
+		}
 		return storeError(err)
 	}
 	n := 0
@@ -324,9 +452,18 @@ func (s *Service) interruptLocked(ctx context.Context, j *job) error {
 		n += len(e)
 	}
 	j.cursor = seq
-	s.addBytes(j, int64(n))
+	s.addPending(j, int64(n))
 	rec.State = StateInterrupted
 	return s.finishRecord(ctx, j, rec, now)
+}
+
+// addPending counts event bytes appended by this worker.
+func (s *Service) addPending(j *job, n int64) {
+	j.bytes += n
+	j.pending += n
+	s.mu.Lock()
+	s.pending += n
+	s.mu.Unlock()
 }
 
 // revoke aborts running jobs whose submitting credential no longer holds
@@ -353,52 +490,166 @@ func (s *Service) revoke() {
 	}
 }
 
-// maintain erases the payloads of jobs past their expiry to tombstones:
-// the record first, then the log (see doc).
-func (s *Service) maintain() {
-	now := s.o.Now()
+// watchCancels looks for cancel signals of the jobs this worker runs
+// (another host's Cancel persisted cancelRequested and wrote the signal):
+// each poll while something runs, one list of the signals.
+func (s *Service) watchCancels() {
 	s.mu.Lock()
-	if now.Before(s.nextMaint) {
+	if len(s.runs) == 0 {
 		s.mu.Unlock()
 		return
 	}
-	s.nextMaint = now.Add(maintenanceInterval)
-	var due []*job
-	for _, j := range s.jobs {
-		if ms := j.expires.Load(); ms > 0 && ms <= now.UnixMilli() {
-			due = append(due, j)
-		}
-	}
 	s.mu.Unlock()
 	ctx := context.Background()
-	for _, j := range due {
-		j.mu.Lock()
-		if j.rec.Tomb || j.lost {
-			j.mu.Unlock()
-			continue
-		}
-		tomb := j.rec.tombstone()
-		if err := s.put(ctx, j, tomb); err != nil {
-			s.log.Warn("job tombstone failed", "job", j.rec.ID, "code", string(protocol.CodeOf(storeError(err))))
-			j.mu.Unlock()
-			continue
-		}
-		j.expires.Store(0)
-		if err := s.st.DeleteLog(ctx, eventLog(j.rec.ID)); err != nil {
-			s.log.Warn("job log delete failed", "job", j.rec.ID)
-		}
+	es, err := s.st.List(ctx, prefixCancel, "", 0)
+	if err != nil {
+		return
+	}
+	for _, e := range es {
+		id := strings.TrimPrefix(e.Key, prefixCancel)
 		s.mu.Lock()
-		s.liveBytes -= j.bytes + liveReserve
+		j := s.local[id]
 		s.mu.Unlock()
-		j.bytes, j.cursor = 0, 0
+		if j == nil {
+			continue
+		}
+		j.mu.Lock()
+		if j.run != nil && !j.rec.CancelRequested {
+			if r, err := s.st.Get(ctx, recordKey(id)); err == nil {
+				var cur record
+				if json.Unmarshal(r.Value, &cur) == nil && cur.CancelRequested {
+					// The record's revision moved: the next put merges it.
+					j.rec.CancelRequested = true
+					j.run.Cancel(nil)
+				}
+			}
+		}
 		j.mu.Unlock()
 	}
 }
 
+// maintain is the maintenance holder's pass (one host at a time, the
+// maintenance lease): payloads past their expiry erased to tombstones
+// (record first, then log, then the expiry key), and now and then the
+// signals and claims crashes left behind.
+func (s *Service) maintain() {
+	now := s.o.Now()
+	ctx := context.Background()
+	s.mu.Lock()
+	if now.Before(s.nextMaint) || s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.nextMaint = now.Add(maintenanceInterval)
+	held := s.maintHeld
+	s.mu.Unlock()
+	if !held {
+		l, err := s.st.Acquire(ctx, keyMaint, s.owner, s.o.Lease)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.maint, s.maintHeld = l, true
+		s.mu.Unlock()
+	}
+	es, err := s.st.List(ctx, prefixExpiry, "", 0)
+	if err != nil {
+		return
+	}
+	for _, e := range es {
+		ms, id, ok := expiryOf(e.Key)
+		if ok && ms > now.UnixMilli() {
+			break
+		}
+		if ok && s.tombstone(ctx, id) != nil {
+			continue
+		}
+		_ = s.st.Delete(ctx, e.Key, e.Revision)
+	}
+	s.mu.Lock()
+	sweep := !now.Before(s.nextSweep)
+	first := !s.swept
+	if sweep {
+		s.nextSweep = now.Add(sweepInterval)
+		s.swept = true
+	}
+	s.mu.Unlock()
+	if sweep {
+		s.sweep(ctx, first)
+	}
+}
+
+// tombstone erases an expired job's payload: the record becomes its
+// tombstone (CAS), the log is deleted, the byte counter gives the job's
+// bytes back.
+func (s *Service) tombstone(ctx context.Context, id string) error {
+	e, err := s.st.Get(ctx, recordKey(id))
+	if errors.Is(err, durable.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var r record
+	if err := json.Unmarshal(e.Value, &r); err != nil {
+		return nil
+	}
+	if !r.Tomb {
+		if !terminalState(r.State) {
+			return nil
+		}
+		t := r.tombstone()
+		b, _ := json.Marshal(t)
+		if _, err := s.st.Update(ctx, recordKey(id), b, e.Revision); err != nil {
+			s.log.Warn("job tombstone failed", "job", id, "code", string(protocol.CodeOf(storeError(err))))
+			return err
+		}
+		s.addLiveBytes(ctx, -(r.counted(len(e.Value)) + liveReserve))
+	}
+	if err := s.st.DeleteLog(ctx, eventLog(id)); err != nil {
+		s.log.Warn("job log delete failed", "job", id)
+		return err
+	}
+	return nil
+}
+
+// sweep deletes cancel signals of jobs that ended and, on the first pass
+// of a maintenance holder, claims without a record that are older than
+// orphanAge (submissions that crashed before acknowledging).
+func (s *Service) sweep(ctx context.Context, claims bool) {
+	_ = s.listAll(ctx, prefixCancel, func(e durable.Entry) error {
+		id := strings.TrimPrefix(e.Key, prefixCancel)
+		r, err := s.st.Get(ctx, recordKey(id))
+		var rec record
+		if errors.Is(err, durable.ErrNotFound) || (err == nil && json.Unmarshal(r.Value, &rec) == nil && terminalState(rec.State)) {
+			_ = s.st.Delete(ctx, e.Key, e.Revision)
+		}
+		return nil
+	})
+	if !claims {
+		return
+	}
+	now := s.o.Now()
+	_ = s.listAll(ctx, prefixKey, func(e durable.Entry) error {
+		var c claim
+		if json.Unmarshal(e.Value, &c) == nil {
+			if c.Created > 0 && now.Sub(fromMillis(c.Created)) < orphanAge {
+				return nil
+			}
+			if _, err := s.st.Get(ctx, recordKey(c.ID)); !errors.Is(err, durable.ErrNotFound) {
+				return nil
+			}
+		}
+		_ = s.st.Delete(ctx, e.Key, e.Revision)
+		return nil
+	})
+}
+
 // Stop ends the worker (clean shutdown, §2.3): nothing more is dispatched,
-// every running job is interrupted (run.failed JOB_INTERRUPTED, never run
-// again), and the lease is released. Queued jobs stay queued. Requests
-// after Stop are JOBS_UNAVAILABLE.
+// every job running here is interrupted (run.failed JOB_INTERRUPTED, never
+// run again), and the leases are released. Queued jobs stay queued for
+// the other hosts or the next start. Requests after Stop are
+// JOBS_UNAVAILABLE.
 func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.stopping {
@@ -413,7 +664,6 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.starting.Unlock()
 	s.mu.Lock()
 	runs := s.activeRunsLocked()
-	lost := s.lostLease
 	s.mu.Unlock()
 	close(s.quit)
 	for _, r := range runs {
@@ -429,11 +679,14 @@ func (s *Service) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if lost {
-		return nil
-	}
-	if err := s.st.Release(context.WithoutCancel(ctx), keyLease, s.lease.Token); err != nil && !errors.Is(err, durable.ErrFenced) {
-		return err
+	s.mu.Lock()
+	maint, held := s.maint, s.maintHeld
+	s.maintHeld = false
+	s.mu.Unlock()
+	if held {
+		if err := s.st.Release(context.WithoutCancel(ctx), keyMaint, maint.Token); err != nil && !errors.Is(err, durable.ErrFenced) {
+			return err
+		}
 	}
 	return nil
 }
@@ -459,8 +712,11 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 		if j.rec.State != StateQueued {
 			return protocol.New(protocol.CodeJobEventConflict)
 		}
+		// queued → running, naming this worker and its lease token: the
+		// record's revision fences every other writer from here on.
 		rec := j.rec
 		rec.State = StateRunning
+		rec.Owner, rec.Token, rec.Ending = s.owner, j.token, false
 		rec.UpdatedAt = max(now.UnixMilli(), rec.CreatedAt)
 		if err := s.put(ctx, j, rec); err != nil {
 			return l.failed(err)
@@ -471,7 +727,7 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 	interrupted := false
 	if term {
 		s.mu.Lock()
-		stopping := s.stopping || s.lostLease
+		stopping := s.stopping
 		s.mu.Unlock()
 		if j.broken != nil || (stopping && !(j.rec.CancelRequested && ev.Type == runtime.EventRunCancelled)) {
 			data = syntheticEnd(&j.rec, runtime.EventRunFailed, seq, now, interruptedError())
@@ -479,8 +735,9 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 		}
 	} else {
 		n := int64(len(data))
+		live := s.total.bytes()
 		s.mu.Lock()
-		full := s.liveBytes+n > s.o.MaxBytes
+		full := live+s.pending+n > s.o.MaxBytes
 		s.mu.Unlock()
 		if n > MaxEventBytes || j.bytes+n > s.o.MaxJobBytes || full {
 			j.broken = protocol.New(protocol.CodeJobRecordLimit)
@@ -491,7 +748,7 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 		return l.failed(err)
 	}
 	j.cursor = seq
-	s.addBytes(j, int64(len(data)))
+	s.addPending(j, int64(len(data)))
 	if !term {
 		return nil
 	}
@@ -507,7 +764,7 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 }
 
 // failed records a refused write: the run ends, interrupted; a lost race
-// means another owner has the job, which is no longer ours to touch.
+// means another worker has the job, which is no longer ours to touch.
 func (l *jobLog) failed(err error) error {
 	pe := storeError(err)
 	if pe.Code == protocol.CodeJobLeaseLost {
