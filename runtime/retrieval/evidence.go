@@ -40,7 +40,10 @@ func (s *Service) Plan(raw json.RawMessage, input string) (runtime.EvidencePlan,
 func clipQuery(s string) string {
 	if len(s) > MaxQueryBytes {
 		s = s[:MaxQueryBytes]
-		for s != "" && !utf8.ValidString(s[len(s)-min(len(s), utf8.UTFMax):]) {
+		for s != "" { // drop the bytes of a character cut at the bound
+			if r, n := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || n != 1 {
+				break
+			}
 			s = s[:len(s)-1]
 		}
 	}
