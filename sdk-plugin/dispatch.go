@@ -171,10 +171,7 @@ func dispatch(c *Call, op abi.Op, p *Plugin) abi.Status {
 		if out == nil {
 			return fail(c, CodeInternalError, "sdk: Embed returned neither output nor error")
 		}
-		return output(c, func(b []byte) ([]byte, error) {
-			j, err := json.Marshal(out)
-			return append(b, j...), err
-		})
+		return output(c, func(b []byte) ([]byte, error) { return appendEmbedOutput(b, out) })
 	}
 	return fail(c, CodeInternalError, "sdk: unsupported op "+op.String())
 }

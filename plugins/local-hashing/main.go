@@ -65,20 +65,27 @@ func Dimensions(model string) (int, bool) {
 // +/-0.5 per word bigram at the bucket and sign a 64-bit FNV-1a hash of
 // the feature picks. A text without words (only punctuation) hashes as one
 // feature of its bytes, so no non-empty input yields a zero vector.
+//
+// The features are "w\x00"+word and "b\x00"+prev+"\x00"+word of the
+// lowercased words. They are hashed piece by piece rather than built as
+// strings: in the guest every allocation costs about a microsecond, and
+// building them was most of an embedding call's compute (the vectors are
+// bit-for-bit those of the concatenating version; a test keeps it).
 func Vector(text string, dim int) []float32 {
 	v := make([]float32, dim)
 	prev := ""
 	n := 0
 	for w := range words(text) {
-		add(v, fnv("w\x00"+w), 1)
+		add(v, fnvLower(fnvString(offset64, "w\x00"), w), 1)
 		if prev != "" {
-			add(v, fnv("b\x00"+prev+"\x00"+w), 0.5)
+			h := fnvString(fnvLower(fnvString(offset64, "b\x00"), prev), "\x00")
+			add(v, fnvLower(h, w), 0.5)
 		}
 		prev = w
 		n++
 	}
 	if n == 0 && text != "" {
-		add(v, fnv("t\x00"+text), 1)
+		add(v, fnvString(fnvString(offset64, "t\x00"), text), 1)
 	}
 	return v
 }
@@ -91,7 +98,10 @@ func add(v []float32, h uint64, weight float32) {
 	v[i] += weight
 }
 
-// words yields the lowercased runs of letters and digits of text.
+// words yields the runs of letters and digits of text, to be hashed with
+// fnvLower: an ASCII word as the slice of text it is (fnvLower lowers its
+// letters as it hashes, with no allocation), any other word lowercased by
+// strings.ToLower.
 func words(text string) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		start := -1
@@ -101,23 +111,54 @@ func words(text string) func(func(string) bool) {
 				start = i
 			}
 			if !word && start >= 0 {
-				if !yield(strings.ToLower(text[start:i])) {
+				if !yield(lower(text[start:i])) {
 					return
 				}
 				start = -1
 			}
 		}
 		if start >= 0 {
-			yield(strings.ToLower(text[start:]))
+			yield(lower(text[start:]))
 		}
 	}
 }
 
-func fnv(s string) uint64 {
-	h := uint64(14695981039346656037)
+// lower returns an ASCII word unchanged (fnvLower lowers it) and any
+// other lowercased.
+func lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}
+
+const (
+	offset64 = 14695981039346656037
+	prime64  = 1099511628211
+)
+
+// fnvString continues a 64-bit FNV-1a hash h over s.
+func fnvString(h uint64, s string) uint64 {
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
-		h *= 1099511628211
+		h *= prime64
+	}
+	return h
+}
+
+// fnvLower is fnvString over s with its ASCII capitals lowered: for an
+// ASCII s, the hash of strings.ToLower(s); for an already lowercased s,
+// the hash of s.
+func fnvLower(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h ^= uint64(c)
+		h *= prime64
 	}
 	return h
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode"
 
 	"adhost/internal/plugintest"
 	"adhost/internal/testenv"
@@ -162,4 +163,65 @@ func BenchmarkIngest(b *testing.B) {
 		chunks += res.Chunks
 	}
 	b.ReportMetric(float64(chunks)/b.Elapsed().Seconds(), "chunks/s")
+}
+
+// vectorRef is Vector as first written, building every feature as a
+// string: the stored vectors of every corpus were made by it, so the
+// allocation-free Vector must equal it bit for bit (or the index identity
+// would silently mean other vectors).
+func vectorRef(text string, dim int) []float32 {
+	hash := func(s string) uint64 {
+		h := uint64(14695981039346656037)
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
+		return h
+	}
+	v := make([]float32, dim)
+	prev, n := "", 0
+	var ws []string
+	start := -1
+	for i, r := range text {
+		w := unicode.IsLetter(r) || unicode.IsDigit(r)
+		if w && start < 0 {
+			start = i
+		}
+		if !w && start >= 0 {
+			ws = append(ws, strings.ToLower(text[start:i]))
+			start = -1
+		}
+	}
+	if start >= 0 {
+		ws = append(ws, strings.ToLower(text[start:]))
+	}
+	for _, w := range ws {
+		add(v, hash("w\x00"+w), 1)
+		if prev != "" {
+			add(v, hash("b\x00"+prev+"\x00"+w), 0.5)
+		}
+		prev = w
+		n++
+	}
+	if n == 0 && text != "" {
+		add(v, hash("t\x00"+text), 1)
+	}
+	return v
+}
+
+func TestVectorUnchanged(t *testing.T) {
+	for _, text := range []string{
+		"", " ", "!!!", "a", "The Battery LIFETIME was 812 hours.", "Straße ÄRGER İstanbul KELVIN \u212A Σίσυφος",
+		"mixed ASCII and ünïcode Wörter, numbers 42 and x2", "tab\tseparated\nlines\r\nCRLF", "ǅ ǈ ǋ titlecase",
+		strings.Repeat("Passage 7 of the benchmark document talks about batteries. ", 40),
+	} {
+		for _, dim := range []int{1, 7, 256, 4096} {
+			got, want := Vector(text, dim), vectorRef(text, dim)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("Vector(%.30q, %d)[%d] = %v, want %v", text, dim, i, got[i], want[i])
+				}
+			}
+		}
+	}
 }
