@@ -154,6 +154,18 @@ func TestTelemetryRedaction(t *testing.T) {
 			for _, ss := range rs.ScopeSpans {
 				for _, sp := range ss.Spans {
 					names[sp.Name]++
+					if sp.Name == "agenticdriver.run" {
+						// Every run that started names its run id (from
+						// the engine, not from event data, which a JSON
+						// run does not encode for telemetry).
+						attrs := map[string]string{}
+						for _, kv := range sp.Attributes {
+							attrs[kv.Key] = kv.Value.GetStringValue()
+						}
+						if attrs["agenticdriver.outcome"] == "completed" && !uuidPattern.MatchString(attrs["agenticdriver.run_id"]) {
+							t.Errorf("completed run span without a run id: %v", attrs)
+						}
+					}
 					if fmt.Sprintf("%x", sp.TraceId) == traceID {
 						parented++
 					}

@@ -319,8 +319,20 @@ func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtime
 		attrs = append(attrs, attribute.String("agenticdriver.provider", req.provider), attribute.String("agenticdriver.model", req.model))
 	}
 	span.SetAttributes(attrs...)
-	return &runTrace{t: t, ctx: ctx, run: span}
+	rt := &runTrace{t: t, ctx: ctx, run: span}
+	if !t.names {
+		return typesOnlyTrace{rt}
+	}
+	return rt
 }
+
+// typesOnlyTrace is the trace of a run when include_names is off: it reads
+// only event types and the run id, so the engine does not encode the
+// events of a JSON-mode run for it (runtime.TypesOnly). With names on, the
+// tool spans need the tool's name from tool.called's data.
+type typesOnlyTrace struct{ *runTrace }
+
+func (typesOnlyTrace) TypesOnly() {}
 
 // JobEngine returns the engine the durable-jobs service starts runs with:
 // e itself without telemetry, else e with every job's run traced like a
@@ -400,7 +412,9 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 	}
 	switch ev.Type {
 	case runtime.EventRunStarted:
-		rt.run.SetAttributes(attribute.String("agenticdriver.run_id", runIDOf(ev.Data)))
+		if isUUID(ev.RunID) {
+			rt.run.SetAttributes(attribute.String("agenticdriver.run_id", ev.RunID))
+		}
 		rt.queue = rt.child("agenticdriver.queue", trace.SpanKindInternal)
 	case runtime.EventStepStarted:
 		endSpan(&rt.queue)
@@ -439,18 +453,6 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 	return nil
 }
 
-// runIDOf reads the runId of an event's JSON (a UUID the engine made).
-func runIDOf(data []byte) string {
-	var v struct {
-		RunID string `json:"runId"`
-	}
-	_ = json.Unmarshal(data, &v)
-	if !isUUID(v.RunID) {
-		return ""
-	}
-	return v.RunID
-}
-
 // toolNameOf reads only the tool name of a tool.called event.
 func toolNameOf(data []byte) string {
 	var v struct {
@@ -467,8 +469,13 @@ func newObservationID() string { return cliRandomUUID() }
 // abandon ends the trace of a run that did not start (the request was
 // refused before run.started).
 func (t *Telemetry) abandon(l runtime.EventLog) {
-	rt, ok := l.(*runTrace)
-	if !ok {
+	var rt *runTrace
+	switch l := l.(type) {
+	case *runTrace:
+		rt = l
+	case typesOnlyTrace:
+		rt = l.runTrace
+	default:
 		return
 	}
 	rt.mu.Lock()

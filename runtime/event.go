@@ -44,8 +44,12 @@ const (
 type Event struct {
 	Type     string
 	Sequence int64
-	Data     []byte
-	text     int // length of a text.delta's text (the queue's text bound)
+	// RunID is the run's id, for a log that does not read Data.
+	RunID string
+	// Data is the event's wire JSON; nil for a JSON-mode run whose logs
+	// are all TypesOnly (nobody reads it).
+	Data []byte
+	text int // length of a text.delta's text (the queue's text bound)
 }
 
 // Terminal reports whether ev ends its run.

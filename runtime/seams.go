@@ -403,10 +403,32 @@ type StartOptions struct {
 func (r *Run) applyOptions(opts *StartOptions) {
 	if opts.Log != nil {
 		r.log = JoinLogs(r.log, opts.Log)
-		r.needData = true // a log stores the encoded events
+		if readsData(opts.Log) {
+			r.needData = true // a log stores the encoded events
+		}
 	}
 	r.native = opts.Native
 	r.onComplete = opts.Complete
+}
+
+// TypesOnly marks an EventLog that reads only an event's Type, Sequence
+// and RunID, never its Data — telemetry's, which turns events into spans.
+// Such a log does not make the engine encode the events of a JSON-mode run:
+// encoding every event of a run nobody streams cost more than the spans.
+type TypesOnly interface {
+	EventLog
+	TypesOnly()
+}
+
+// readsData reports whether l, or any log it joins, reads Event.Data.
+func readsData(l EventLog) bool {
+	switch l := l.(type) {
+	case TypesOnly:
+		return false
+	case teeLog:
+		return slices.ContainsFunc(l, readsData)
+	}
+	return true
 }
 
 // JoinLogs returns an EventLog that appends to each non-nil log in order;
