@@ -71,7 +71,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	for _, name := range []string{
 		"agenticdriver_operations_total", "agenticdriver_duration_milliseconds", "adhost_runs_active",
 		"adhost_admission_queue_depth", "adhost_extension_instances", "adhost_extension_instantiate_seconds",
-		"adhost_extension_calls_total", "adhost_store_bytes",
+		"adhost_extension_calls_total", "adhost_store_bytes", "adhost_telemetry_dropped_total",
 	} {
 		if fams[name] == nil || len(fams[name].Metric) == 0 {
 			t.Errorf("series %s missing", name)

@@ -271,6 +271,8 @@ include_names = false
 export_interval_ms = 1000
 `, rc.URL), 1)
 	text = strings.Replace(text, `names = ["conformance_lookup"]`+"\n", `names = ["conformance_lookup"]`+"\nrequires_approval = [\"conformance_lookup\"]\n", 1)
+	// An account id that would show if an identity leaked.
+	text = strings.Replace(text, "account_id = \"local\"\nmodels", "account_id = \"account-marker\"\nmodels", 1)
 	// The dev token is the document's last table.
 	text += fmt.Sprintf(`
 [tokens.grants]
@@ -329,6 +331,7 @@ func TestTelemetryRedactionFeatures(t *testing.T) {
 	key := "idem-key-marker"
 	keyed := runRequest("echo idem-prompt-marker")
 	keyed.IdempotencyKey = &key
+	keyed.Metadata = map[string]string{"ticket": "metadata-value-marker"}
 	if _, err := c.Run(ctx, keyed); err != nil {
 		t.Fatalf("keyed run: %v", err)
 	}
@@ -408,7 +411,7 @@ func TestTelemetryRedactionFeatures(t *testing.T) {
 	}
 	raw := rc.raw()
 	for _, marker := range append(secrets,
-		"conformance:", "marker", "fixture-model", "dev-user", s.token, "echo", "battery", "Battery", "812",
+		"conformance:", "marker", "fixture-model", "dev-user", s.token, "echo", "battery", "Battery",
 		"lookup_ticket", "conformance_lookup", "docs-v1", "hash-ngram", "/v1/", key,
 	) {
 		if bytes.Contains(raw, []byte(marker)) {

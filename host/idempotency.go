@@ -76,29 +76,31 @@ func (s *Server) serveKeyedRun(w http.ResponseWriter, r *http.Request, p *runtim
 	}
 	s.streams.add()
 	defer s.streams.done()
-	noteReplayed(w)
-	s.writeReplay(w, r, replay, mode)
+	if s.writeReplay(w, r, replay, mode) {
+		noteReplayed(w)
+	}
 }
 
 // writeReplay sends a recorded outcome: in JSON mode the stored result or
 // the stored error with its status; as an event stream the compact log,
 // framed as a live run's events are (appendFrame), in one flush. The
 // stored event JSON is written as it was recorded, only its sequence
-// renumbered.
-func (s *Server) writeReplay(w http.ResponseWriter, r *http.Request, rp *idempotency.Replay, mode runtime.Mode) {
+// renumbered. It reports whether the recorded outcome was written whole
+// (the request's outcome is then "replayed").
+func (s *Server) writeReplay(w http.ResponseWriter, r *http.Request, rp *idempotency.Replay, mode runtime.Mode) bool {
 	if mode == runtime.ModeJSON {
 		if rp.Err != nil {
 			s.writeError(w, r, rp.Err)
-			return
+			return true
 		}
 		s.writeJSON(w, http.StatusOK, rp.Result)
-		return
+		return true
 	}
 	size := 0
 	for _, ev := range rp.Events {
 		if err := checkFrame(ev); err != nil {
 			s.writeError(w, r, err)
-			return
+			return false
 		}
 		size += frameLineBytes(ev) + 8
 	}
@@ -111,15 +113,15 @@ func (s *Server) writeReplay(w http.ResponseWriter, r *http.Request, rp *idempot
 		buf = appendFrame(buf, ev)
 		if len(buf) >= batchBytes {
 			if _, err := w.Write(buf); err != nil {
-				return // the client is gone; nothing runs that it could stop
+				return false // the client is gone; nothing runs that it could stop
 			}
 			buf = buf[:0]
 		}
 	}
 	if _, err := w.Write(buf); err != nil {
-		return
+		return false
 	}
-	_ = http.NewResponseController(w).Flush()
+	return http.NewResponseController(w).Flush() == nil
 }
 
 // cliIdempotency opens idempotency keys on the host's store when

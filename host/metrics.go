@@ -279,10 +279,12 @@ func (s *Server) observed(o *obsWriter, r *http.Request, start time.Time) {
 	kind, route := requestKind(r.RequestURI)
 	outcome := outcomeCompleted
 	switch {
+	case o.replayed:
+		// Written whole (noteReplayed): a client that closes once it has
+		// the terminal event is no cancellation.
+		outcome = outcomeReplayed
 	case r.Context().Err() != nil:
 		outcome = outcomeCancelled
-	case o.replayed:
-		outcome = outcomeReplayed
 	case o.status >= 500:
 		outcome = outcomeFailed
 	case o.status >= 400:
