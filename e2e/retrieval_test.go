@@ -296,3 +296,63 @@ func TestRetrievalRunEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestRetrievalChangedMidRun: the evidence is re-authorized before every
+// model step, over HTTP. The fixture calls an application tool, and while
+// the run waits for its result the test — as the application — replaces
+// the cited document with a new revision, then answers: the next step
+// never starts, the run fails CONTEXT_CHANGED. Deleting it instead fails
+// the run CONTEXT_NOT_FOUND.
+func TestRetrievalChangedMidRun(t *testing.T) {
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[application_tools]\nenabled = true\nrequire_approval = false\n")
+	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
+		`retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`+"\n"+`application_tools = [{ name = "lookup_ticket", requires_approval = false }]`)
+	srv := startServer(t, s)
+	cl, err := client.New(srv.URL, client.WithToken(s.token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(rev string) {
+		t.Helper()
+		if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/ingest",
+			`{"corpus":"docs","document":{"type":"text","source":{"id":"guide","revision":"`+rev+`"},"mediaType":"text/plain","text":"Ticket T-1 is about the battery (`+rev+`)."}}`); st != 200 {
+			t.Fatalf("ingest %s: %d %s", rev, st, b)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func()
+		code   protocol.Code
+	}{
+		{"nothing changes", func() {}, ""},
+		{"a new revision", func() { ingest("r2") }, "CONTEXT_CHANGED"},
+		{"deleted", func() {
+			if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/delete", `{"corpus":"docs","sourceId":"guide","revision":"r1"}`); st != 200 {
+				t.Fatalf("delete: %d %s", st, b)
+			}
+		}, "CONTEXT_NOT_FOUND"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ingest("r1")
+			req := &protocol.RunRequest{Provider: "fixture", Model: "fixture-model", Input: `tool:lookup_ticket:{"id":"T-1"}`,
+				Tools:            []string{"lookup_ticket"},
+				ApplicationTools: json.RawMessage(`[{"name":"lookup_ticket","description":"Looks a ticket up.","inputSchema":{"type":"object"}}]`),
+				Retrieval:        json.RawMessage(`{"corpus":"docs","query":"ticket battery","sourceIds":["guide"]}`)}
+			steps := 0
+			_, err := cl.Stream(t.Context(), req, func(ev client.Event) error {
+				if ev.Type == "step.started" {
+					steps++
+				}
+				if ev.Execution == nil {
+					return nil
+				}
+				tc.change()
+				return cl.SubmitToolResult(t.Context(), ev.Execution.Identity(), json.RawMessage(`{"status":"open"}`))
+			})
+			if got := client.CodeOf(err); got != tc.code || (tc.code != "" && steps != 1) || (tc.code == "" && steps != 2) {
+				t.Errorf("%d steps, %v; want %q", steps, err, tc.code)
+			}
+		})
+	}
+}
