@@ -46,8 +46,8 @@ func (e *Embedder) Embed(ctx context.Context, model string, inputs []string) ([]
 	if err != nil {
 		return nil, nil, err
 	}
-	var eo abi.EmbedOutput
-	if err := decodeStrict(out, &eo); err != nil {
+	eo, err := decodeEmbedOutput(out)
+	if err != nil {
 		e.x.log.Warn("extension returned an invalid result", "instance", e.id, "op", abi.OpEmbed.String(), "reason", "embed output does not decode")
 		return nil, nil, protocol.Wrap(codeEmbeddingFailed, fmt.Errorf("extension %s: op embed: output does not decode", e.x.pin))
 	}
