@@ -56,9 +56,14 @@ const (
 	MaxMemoryMiB     = 2048
 )
 
-// CodeExtractorUnavailable (§6.6, 502) is PDFium failing to compile or
-// instantiate; runtime/retrieval does not name it itself.
-const CodeExtractorUnavailable protocol.Code = "PDF_EXTRACTOR_UNAVAILABLE"
+// Codes of §6.6 runtime/retrieval does not name itself:
+// PDF_EXTRACTOR_UNAVAILABLE (502) is PDFium failing to compile or
+// instantiate; PDF_PERMISSIONS (400) a document whose permissions forbid
+// extracting its text.
+const (
+	CodeExtractorUnavailable protocol.Code = "PDF_EXTRACTOR_UNAVAILABLE"
+	CodePermissions          protocol.Code = "PDF_PERMISSIONS"
+)
 
 // Options configure New. Zero members take the defaults.
 type Options struct {
@@ -226,6 +231,7 @@ var (
 	errPages     = "The PDF has more pages than this host ingests."
 	errText      = "The PDF's text exceeds the ingestion limit."
 	errNoStart   = "The PDF extractor is not available on this host."
+	errPerms     = "The PDF's permissions do not allow extracting its text."
 )
 
 // Pages returns the plain text of every page of data, in page order, with
@@ -238,6 +244,10 @@ var (
 //     at fault, not the extractor;
 //   - a password, or a security handler PDFium does not implement:
 //     PDF_ENCRYPTED (an empty user password opens as usual);
+//   - an encrypted document (opened with its empty user password) whose
+//     user permissions withhold "copy or extract text" (bit 5 of /P):
+//     PDF_PERMISSIONS — the author's restriction is honoured, as Poppler's
+//     pdftotext honours it, rather than read past;
 //   - more than maxPages pages, or more than 1 MiB of text in all:
 //     DOCUMENT_LIMIT, decided before (pages) or while (text) extracting;
 //   - the guest trapped, ran out of its memory cap or its time:
@@ -321,6 +331,13 @@ func extract(ctx context.Context, inst gopdfium.Pdfium, data []byte, maxPages in
 		return nil, openErr(err)
 	}
 	defer inst.FPDF_CloseDocument(&requests.FPDF_CloseDocument{Document: doc.Document})
+	perms, err := inst.FPDF_GetDocUserPermissions(&requests.FPDF_GetDocUserPermissions{Document: doc.Document})
+	if err != nil {
+		return nil, publicErr(retrieval.CodePDFExtractionFailed, errFailed, err)
+	}
+	if perms.DocUserPermissions != 0xffffffff && !perms.CopyOrExtractText {
+		return nil, publicErr(CodePermissions, errPerms, fmt.Errorf("permissions %#x", perms.DocUserPermissions))
+	}
 	n, err := inst.FPDF_GetPageCount(&requests.FPDF_GetPageCount{Document: doc.Document})
 	if err != nil {
 		return nil, publicErr(retrieval.CodePDFExtractionFailed, errFailed, err)

@@ -128,9 +128,9 @@ func TestVersionIsTheRequiredModule(t *testing.T) {
 func TestHostileDocuments(t *testing.T) {
 	x := shared(t)
 	good := multiPage(t, [][]string{{"alpha page one"}, {"beta page two"}})
-	encrypted := func() []byte {
+	protected := func(flags byte, user string) []byte {
 		p := fpdf.New("P", "mm", "A4", "")
-		p.SetProtection(fpdf.CnProtectPrint, "user-secret", "owner-secret")
+		p.SetProtection(flags, user, "owner-secret")
 		p.SetFont("Helvetica", "", 11)
 		p.AddPage()
 		p.Cell(0, 6, "hidden text")
@@ -139,7 +139,7 @@ func TestHostileDocuments(t *testing.T) {
 			t.Fatal(err)
 		}
 		return b.Bytes()
-	}()
+	}
 	cases := []struct {
 		name string
 		data []byte
@@ -150,7 +150,8 @@ func TestHostileDocuments(t *testing.T) {
 		{"header only", []byte("%PDF-1.7\n"), 200, retrieval.CodeInvalidDocument},
 		{"truncated", good[:len(good)/3], 200, retrieval.CodeInvalidDocument},
 		{"empty", nil, 200, retrieval.CodeInvalidDocument},
-		{"encrypted", encrypted, 200, retrieval.CodePDFEncrypted},
+		{"encrypted", protected(fpdf.CnProtectPrint, "user-secret"), 200, retrieval.CodePDFEncrypted},
+		{"copying forbidden", protected(fpdf.CnProtectPrint, ""), 200, CodePermissions},
 		{"pages over the bound", pagesPDF(1001), 1000, retrieval.CodeDocumentLimit},
 		{"lying page count", lyingCountPDF(), 1000, ""},
 		{"deeply nested", nestedPDF(200_000), 200, ""},
@@ -179,6 +180,10 @@ func TestHostileDocuments(t *testing.T) {
 	pages, err := x.Pages(context.Background(), good, 2)
 	if err != nil || len(pages) != 2 || strings.TrimSpace(pages[1]) != "beta page two" {
 		t.Fatalf("after hostile documents: %q, %v", pages, err)
+	}
+	// Encrypted with an empty user password and copying allowed: read.
+	if pages, err := x.Pages(context.Background(), protected(fpdf.CnProtectCopy, ""), 2); err != nil || strings.TrimSpace(pages[0]) != "hidden text" {
+		t.Fatalf("copy allowed: %q, %v", pages, err)
 	}
 	// Exactly at the page bound passes.
 	if pages, err := x.Pages(context.Background(), pagesPDF(1000), 1000); err != nil || len(pages) != 1000 {
