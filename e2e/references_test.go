@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"adhost/client"
+	"adhost/runtime/protocol"
 )
 
 // TestReferencesEndToEnd: context-references resolve against the
@@ -189,4 +192,53 @@ func TestEvidenceReplay(t *testing.T) {
 	}
 	check("a reference after a delete", refRun, "CONTEXT_NOT_FOUND")
 	check("retrieval after a delete", retRun, "CONTEXT_NOT_FOUND")
+}
+
+// TestJobReferences: a durable job's references are resolved when the job
+// runs, for its stored subject, not when it is submitted (wire-context
+// §11.2): submission validates without the resolver, so a job naming a
+// revision the store does not hold is accepted and then fails; one naming
+// the stored revision completes with the document's digest in its
+// result.sources.
+func TestJobReferences(t *testing.T) {
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[jobs]\nenabled = true\nretention_ms = 3600000\nworkers = 2\npoll_interval_ms = 20\n")
+	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
+		`retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`+"\njobs = [\"submit\", \"read\", \"cancel\"]")
+	srv := startServer(t, s)
+	cl, err := client.New(srv.URL, client.WithToken(s.token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "Jobs read the guide when they run.\n"
+	if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/ingest",
+		`{"corpus":"docs","document":{"type":"text","source":{"id":"guide","revision":"g1"},"mediaType":"text/plain","text":"Jobs read the guide when they run.\n"}}`); st != 200 {
+		t.Fatalf("ingest: %d %s", st, b)
+	}
+	job := func(key, rev string) *client.JobInfo {
+		t.Helper()
+		info, err := cl.SubmitJob(t.Context(), key, &protocol.RunRequest{Provider: "fixture", Model: "fixture-model", Input: "echo:sources",
+			Attachments: json.RawMessage(`[{"type":"reference","id":"guide","revision":"` + rev + `","mediaType":"text/plain"}]`)})
+		if err != nil {
+			t.Fatalf("submit %s: %v", key, err)
+		}
+		return waitJob(t, cl, info.ID, (*client.JobInfo).Terminal)
+	}
+	if info := job("stale", "g0"); info.State != client.JobFailed {
+		t.Errorf("a job naming another revision: %s, want failed", info.State)
+	}
+	info := job("current", "g1")
+	if info.State != client.JobCompleted {
+		t.Fatalf("a job naming the stored revision: %s", info.State)
+	}
+	page, err := cl.JobEvents(t.Context(), info.ID, 0, 0)
+	if err != nil || len(page.Events) == 0 {
+		t.Fatalf("events: %v %+v", err, page)
+	}
+	last := page.Events[len(page.Events)-1]
+	sum := sha256.Sum256([]byte(text))
+	if last.Result == nil || !strings.Contains(string(last.Result.Sources), `"id":"guide","revision":"g1"`) ||
+		!strings.Contains(string(last.Result.Sources), hex.EncodeToString(sum[:])) || last.Result.Text != "sources: guide; files: " {
+		t.Errorf("the job's result: %+v", last.Result)
+	}
 }
