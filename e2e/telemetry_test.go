@@ -320,7 +320,7 @@ func TestTelemetryRedactionFeatures(t *testing.T) {
 	s := featureTelemetrySite(t, rc)
 	srv := startServer(t, s)
 	ctx := t.Context()
-	hc := &http.Client{Transport: headerTransport{"Traceparent": "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	hc := &http.Client{Transport: headerTransport{"Traceparent": "00-" + featureTraceID + "-00f067aa0ba902b7-01"}}
 	c, err := client.New(srv.URL, client.WithToken(s.token), client.WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
@@ -422,9 +422,9 @@ func TestTelemetryRedactionFeatures(t *testing.T) {
 	// The spans: runs of operation run and job, host records of every
 	// kind used, replays with outcome replayed and status OK.
 	type spanInfo struct {
-		name   string
-		attrs  map[string]string
-		status string
+		name, traceID string
+		attrs         map[string]string
+		status        string
 	}
 	var spans []spanInfo
 	rc.mu.Lock()
@@ -436,7 +436,7 @@ func TestTelemetryRedactionFeatures(t *testing.T) {
 		for _, rs := range req.ResourceSpans {
 			for _, ss := range rs.ScopeSpans {
 				for _, sp := range ss.Spans {
-					si := spanInfo{name: sp.Name, attrs: map[string]string{}, status: sp.GetStatus().GetCode().String()}
+					si := spanInfo{name: sp.Name, traceID: fmt.Sprintf("%x", sp.TraceId), attrs: map[string]string{}, status: sp.GetStatus().GetCode().String()}
 					for _, kv := range sp.Attributes {
 						si.attrs[kv.Key] = kv.Value.GetStringValue()
 					}
@@ -461,6 +461,16 @@ func TestTelemetryRedactionFeatures(t *testing.T) {
 	if n, _ := count("agenticdriver.run", "agenticdriver.operation", "job"); n != 1 {
 		t.Errorf("job run spans: %d, want 1", n)
 	}
+	// The submit's traceparent parents the submit's host record, not the
+	// job's run: headers are not persisted into jobs.
+	for _, sp := range spans {
+		switch {
+		case sp.name == "agenticdriver.run" && sp.attrs["agenticdriver.operation"] == "job" && sp.traceID == featureTraceID:
+			t.Error("the job's run span has the submit request's traceparent as its parent")
+		case sp.name == "agenticdriver.host" && sp.attrs["agenticdriver.operation"] == "job" && sp.traceID != featureTraceID:
+			t.Errorf("a job request's host record is not under its traceparent: trace %s", sp.traceID)
+		}
+	}
 	for _, op := range []string{"job", "session", "approval", "tool", "retrieval", "run"} {
 		if n, _ := count("agenticdriver.host", "agenticdriver.operation", op); n == 0 {
 			t.Errorf("no host record of operation %s", op)
@@ -471,6 +481,10 @@ func TestTelemetryRedactionFeatures(t *testing.T) {
 		t.Error("no replayed outcome in the export")
 	}
 }
+
+// featureTraceID is the trace id every request of
+// TestTelemetryRedactionFeatures carries in its traceparent.
+const featureTraceID = "5bf92f3577b34da6a3ce929d0e0e4736"
 
 // grepLines returns the lines of s containing any of subs.
 func grepLines(s string, subs ...string) string {
