@@ -22,6 +22,7 @@ import (
 // subject's source (scope = "subject"), a deleted one and an unknown one
 // are all CONTEXT_NOT_FOUND, the same answer.
 func TestReferencesEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	editSiteConfig(t, s, `version = "docs-v1"`, "version = \"docs-v1\"\nscope = \"subject\"")
 	other := addSiteToken(t, s, "other", "other-user", []string{"fixture"}, nil)
@@ -132,6 +133,7 @@ func TestReferencesEndToEnd(t *testing.T) {
 // modes; a keyed retrieval run that recorded no evidence is
 // CONTEXT_REPLAY_UNAVAILABLE with outcome uncertain.
 func TestEvidenceReplay(t *testing.T) {
+	t.Parallel()
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	appendSiteConfig(t, s, "[idempotency]\nenabled = true\n")
 	srv := startServer(t, s)
@@ -201,6 +203,7 @@ func TestEvidenceReplay(t *testing.T) {
 // the stored revision completes with the document's digest in its
 // result.sources.
 func TestJobReferences(t *testing.T) {
+	t.Parallel()
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[jobs]\nenabled = true\nretention_ms = 3600000\nworkers = 2\npoll_interval_ms = 20\n")
 	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,

@@ -156,6 +156,7 @@ func TestRetrievalEndToEnd(t *testing.T) {
 // the corpus grant, another subject's source under subject scope (the same
 // answer as a missing one), no evidence.
 func TestRetrievalRunEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	editSiteConfig(t, s, `version = "docs-v1"`, "version = \"docs-v1\"\nscope = \"subject\"")
 	other := addSiteToken(t, s, "other", "other-user", []string{"fixture"}, nil)
@@ -304,6 +305,7 @@ func TestRetrievalRunEndToEnd(t *testing.T) {
 // never starts, the run fails CONTEXT_CHANGED. Deleting it instead fails
 // the run CONTEXT_NOT_FOUND.
 func TestRetrievalChangedMidRun(t *testing.T) {
+	t.Parallel()
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[application_tools]\nenabled = true\nrequire_approval = false\n")
 	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
