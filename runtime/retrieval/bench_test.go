@@ -4,6 +4,7 @@ package retrieval
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -12,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"adhost/abi"
+	"adhost/runtime"
+	"adhost/runtime/attachments"
 	"adhost/runtime/durable"
+	"adhost/runtime/protocol"
 	"adhost/runtime/retrieval/retrievaltest"
 )
 
@@ -117,4 +122,44 @@ func BenchmarkScan(b *testing.B) {
 	for b.Loop() {
 		m.scores(row, out)
 	}
+}
+
+// BenchmarkRunWithRetrieval: one engine run with the retrieval option
+// over 10,000 chunks, a one-step in-process provider: validation, the
+// search, the passages assembled as context, the re-checks before the step
+// and before run.completed — what the option costs a run on top of the
+// search itself (BenchmarkSearch).
+func BenchmarkRunWithRetrieval(b *testing.B) {
+	s, _ := benchCorpus(b, 10_000, RankHybrid)
+	e, err := runtime.New(runtime.Options{
+		Providers: []*runtime.ProviderInstance{{ID: "p", Vendor: "test", AuthMode: "none", AccountID: "a", Provider: oneStep{}}},
+		Context:   attachments.New(attachments.Options{Evidence: s}),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	p := principal("bench", "docs")
+	p.Providers = map[string]bool{"p": true}
+	req := &protocol.RunRequest{Provider: "p", Model: "m", Input: "term1 term7 term42",
+		Retrieval: json.RawMessage(`{"corpus":"docs","limit":8}`)}
+	for b.Loop() {
+		run, err := e.Start(context.Background(), p, req, runtime.ModeJSON)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := run.Wait(context.Background()); err != nil || len(res.Retrieval) == 0 {
+			b.Fatalf("run: %v", err)
+		}
+	}
+}
+
+type oneStep struct{}
+
+func (oneStep) Complete(context.Context, *abi.CompleteInput, runtime.TurnSink) (*abi.CompleteOutput, error) {
+	return &abi.CompleteOutput{Text: "ok", FinishReason: "stop"}, nil
+}
+
+func (oneStep) Inspect(context.Context) (*abi.InspectOutput, error) {
+	return &abi.InspectOutput{Code: "DISCOVERY_UNSUPPORTED"}, nil
 }
