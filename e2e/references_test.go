@@ -245,3 +245,36 @@ func TestJobReferences(t *testing.T) {
 		t.Errorf("the job's result: %+v", last.Result)
 	}
 }
+
+// TestSessionContextRefused: a session turn carries no selected context
+// (wire-context §11.1): a reference or the retrieval option with `session`
+// is SESSION_CONTEXT_UNSUPPORTED (400) before any model work, and the
+// session is still at its revision; `attachments: []` is no context.
+func TestSessionContextRefused(t *testing.T) {
+	t.Parallel()
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[sessions]\nenabled = true\nretention_ms = 3600000\n")
+	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
+		`retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`+"\nsessions = [\"create\", \"read\", \"continue\", \"delete\"]")
+	srv := startServer(t, s)
+	cl, err := client.New(srv.URL, client.WithToken(s.token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := cl.CreateSession(t.Context(), &client.SessionCreate{Provider: "fixture", Model: "fixture-model", Mode: client.SessionModeNative})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := string(client.SessionRef(snap.Session.ID, 0))
+	for _, extra := range []string{
+		`"attachments":[{"type":"reference","id":"guide","revision":"g1","mediaType":"text/plain"}]`,
+		`"retrieval":{"corpus":"docs"}`,
+	} {
+		if st, ans := postRun(t, srv, s.token, `{"provider":"fixture","model":"fixture-model","input":"hi","session":`+ref+`,`+extra+`}`); st != 400 || errCode(ans) != "SESSION_CONTEXT_UNSUPPORTED" {
+			t.Errorf("%s: %d %v", extra, st, ans)
+		}
+	}
+	if st, ans := postRun(t, srv, s.token, `{"provider":"fixture","model":"fixture-model","input":"hi","session":`+ref+`,"attachments":[]}`); st != 200 {
+		t.Errorf("attachments []: %d %v", st, ans)
+	}
+}
