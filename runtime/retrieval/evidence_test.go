@@ -267,6 +267,21 @@ func TestRetrievalRefusals(t *testing.T) {
 	wantCode(t, "unknown member", start(alice, retrievalRun(`{"corpus":"docs","extra":1}`, "")), CodeInvalidRetrieval)
 	wantCode(t, "9 attachments + 8", start(alice, retrievalRun(`{"corpus":"docs"}`, items(9))), CodeInvalidRetrieval)
 	wantCode(t, "no grant", start(runPrincipal("alice"), retrievalRun(`{"corpus":"docs"}`, "")), protocol.CodeForbidden)
+	// The order of wire-core §3.3: retrieval (2–3) before the key (4) and
+	// the provider (5); every validation code before the grant.
+	unknown := func(option, items string) *protocol.RunRequest {
+		r := retrievalRun(option, items)
+		r.Provider = "zz"
+		key := "k"
+		r.IdempotencyKey = &key
+		return r
+	}
+	wantCode(t, "schema before the key and provider", start(runPrincipal("alice"), unknown(`{"corpus":"docs","limit":0}`, "")), CodeInvalidRetrieval)
+	wantCode(t, "budget before the key and provider", start(runPrincipal("alice"), unknown(`{"corpus":"docs"}`, items(9))), CodeInvalidRetrieval)
+	wantCode(t, "then the key", start(runPrincipal("alice"), unknown(`{"corpus":"docs"}`, "")), protocol.CodeIdempotencyUnavailable)
+	noKey := unknown(`{"corpus":"docs"}`, "")
+	noKey.IdempotencyKey = nil
+	wantCode(t, "then the provider", start(runPrincipal("alice"), noKey), protocol.CodeUnknownProvider)
 	// 8 attachments + 8 is exactly the bound: it runs.
 	types, _ := env.events(t, alice, retrievalRun(`{"corpus":"docs","query":"battery"}`, items(8)))
 	if types[len(types)-1] != runtime.EventRunCompleted {
