@@ -416,3 +416,44 @@ func TestSpaceBomb(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPages: one 50-page generated document per op through a warm
+// extractor (a fresh PDFium instance per document, as in production),
+// reported as pages per second.
+func BenchmarkPages(b *testing.B) {
+	x, err := New(Options{Workers: 1, CacheDir: cacheDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	var pages [][]string
+	for i := range 50 {
+		pages = append(pages, []string{fmt.Sprintf("Page %d of the benchmark report.", i+1), "Battery lifetime, charging cycles and temperature.", "A third line of ordinary text."})
+	}
+	p := fpdf.New("P", "mm", "A4", "")
+	p.SetFont("Helvetica", "", 11)
+	for _, lines := range pages {
+		p.AddPage()
+		for _, ln := range lines {
+			p.Cell(0, 6, ln)
+			p.Ln(6)
+		}
+	}
+	var buf bytes.Buffer
+	if err := p.Output(&buf); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	if _, err := x.Pages(b.Context(), data, 200); err != nil { // compile outside the timing
+		b.Fatal(err)
+	}
+	n := 0
+	for b.Loop() {
+		got, err := x.Pages(b.Context(), data, 200)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(got)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "pages/s")
+}
