@@ -134,6 +134,9 @@ func (f *File) validateRetrieval(p *problems) {
 			}
 		}
 	}
+	if r.PDF && len(r.Corpora) == 0 {
+		p.add("retrieval.pdf", "pdf-ingestion needs a corpus to ingest into ([retrieval.corpora.ID])")
+	}
 	// The PDF extractor's bounds (§6.5: the host can lower the page
 	// bound, never raise it). Set without pdf = true they would be
 	// ignored, which the operator should hear about.

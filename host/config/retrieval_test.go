@@ -128,4 +128,12 @@ func TestRetrievalPDFConfig(t *testing.T) {
 			t.Errorf("%q: %v, want %q", c.add, err, c.want)
 		}
 	}
+	// pdf = true without a corpus would serve nothing.
+	f, err := Decode([]byte(devDoc+"\n[retrieval]\npdf = true\n"), "")
+	if err == nil {
+		err = f.Validate()
+	}
+	if want := "host.toml:" + itoa(strings.Count(devDoc, "\n")+3) + ": retrieval.pdf: pdf-ingestion needs a corpus"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("pdf without corpora: %v, want %q", err, want)
+	}
 }

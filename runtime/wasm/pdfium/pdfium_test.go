@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/go-pdf/fpdf"
+	"go.uber.org/goleak"
 
 	"adhost/runtime/protocol"
 	"adhost/runtime/retrieval"
@@ -41,10 +42,18 @@ func shared(t *testing.T) *Extractor {
 	return sharedX
 }
 
+// TestMain closes the shared extractor and then checks that nothing of
+// PDFium's pool or runtime is left running.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if sharedX != nil {
 		sharedX.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left after Close:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
