@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,15 +28,7 @@ func TestReferencesEndToEnd(t *testing.T) {
 	appendSiteConfig(t, s, "[tokens.grants]\nretrieval = { search = [\"docs\"], index = [\"docs\"] }\n")
 	srv := startServer(t, s)
 
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/protocol", nil)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), `"draft-artifacts","context-references","scoped-retrieval"`) {
+	if b := protocolBody(t, srv, s.token); !strings.Contains(b, `"draft-artifacts","context-references","scoped-retrieval"`) {
 		t.Errorf("features: %s", b)
 	}
 
@@ -204,10 +195,8 @@ func TestEvidenceReplay(t *testing.T) {
 // result.sources.
 func TestJobReferences(t *testing.T) {
 	t.Parallel()
-	s := retrievalSite(t, "hash-ngram-256", 256)
-	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[jobs]\nenabled = true\nretention_ms = 3600000\nworkers = 2\npoll_interval_ms = 20\n")
-	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
-		`retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`+"\njobs = [\"submit\", \"read\", \"cancel\"]")
+	s := retrievalSiteWith(t, "[jobs]\nenabled = true\nretention_ms = 3600000\nworkers = 2\npoll_interval_ms = 20\n",
+		`jobs = ["submit", "read", "cancel"]`)
 	srv := startServer(t, s)
 	cl, err := client.New(srv.URL, client.WithToken(s.token))
 	if err != nil {
@@ -252,10 +241,7 @@ func TestJobReferences(t *testing.T) {
 // session is still at its revision; `attachments: []` is no context.
 func TestSessionContextRefused(t *testing.T) {
 	t.Parallel()
-	s := retrievalSite(t, "hash-ngram-256", 256)
-	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[sessions]\nenabled = true\nretention_ms = 3600000\n")
-	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
-		`retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`+"\nsessions = [\"create\", \"read\", \"continue\", \"delete\"]")
+	s := retrievalSiteWith(t, "[sessions]\nenabled = true\nretention_ms = 3600000\n", `sessions = ["create", "read", "continue", "delete"]`)
 	srv := startServer(t, s)
 	cl, err := client.New(srv.URL, client.WithToken(s.token))
 	if err != nil {

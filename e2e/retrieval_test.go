@@ -29,7 +29,7 @@ func retrievalSite(t *testing.T, model string, dims int) *site {
 	}
 	extra := fmt.Sprintf(`
 [tokens.grants]
-retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }
+%s
 
 [[extensions]]
 id = "local-hashing"
@@ -47,11 +47,42 @@ embedder = "local-hashing"
 model = %q
 dimensions = %d
 version = "docs-v1"
-`, filepath.Base(lh.path), lh.digest, model, dims)
+`, retrievalGrants, filepath.Base(lh.path), lh.digest, model, dims)
 	if err := os.WriteFile(s.config, append(doc, extra...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// retrievalGrants is the dev token's retrieval grant in retrievalSite.
+const retrievalGrants = `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`
+
+// retrievalSiteWith is retrievalSite with table put first in host.toml
+// and grants added to the dev token's (either may be empty).
+func retrievalSiteWith(t *testing.T, table, grants string) *site {
+	t.Helper()
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	if table != "" {
+		editSiteConfig(t, s, "version = 1\n", "version = 1\n\n"+table)
+	}
+	if grants != "" {
+		editSiteConfig(t, s, retrievalGrants, retrievalGrants+"\n"+grants)
+	}
+	return s
+}
+
+// protocolBody is the GET /v1/protocol answer for token.
+func protocolBody(t *testing.T, srv *server, token string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/protocol", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func retrievalPost(t *testing.T, srv *server, token, path, body string) (int, string) {
@@ -76,15 +107,8 @@ func retrievalPost(t *testing.T, srv *server, token, path, body string) (int, st
 func TestRetrievalEndToEnd(t *testing.T) {
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	srv := startServer(t, s)
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/protocol", nil)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), `"scoped-retrieval","retrieval-indexing","document-ingestion"`) {
+	b := protocolBody(t, srv, s.token)
+	if !strings.Contains(b, `"scoped-retrieval","retrieval-indexing","document-ingestion"`) {
 		t.Errorf("features: %s", b)
 	}
 	md := filepath.Join(s.dir, "guide.md")
@@ -306,10 +330,8 @@ func TestRetrievalRunEndToEnd(t *testing.T) {
 // the run CONTEXT_NOT_FOUND.
 func TestRetrievalChangedMidRun(t *testing.T) {
 	t.Parallel()
-	s := retrievalSite(t, "hash-ngram-256", 256)
-	editSiteConfig(t, s, "version = 1\n", "version = 1\n\n[application_tools]\nenabled = true\nrequire_approval = false\n")
-	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
-		`retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`+"\n"+`application_tools = [{ name = "lookup_ticket", requires_approval = false }]`)
+	s := retrievalSiteWith(t, "[application_tools]\nenabled = true\nrequire_approval = false\n",
+		`application_tools = [{ name = "lookup_ticket", requires_approval = false }]`)
 	srv := startServer(t, s)
 	cl, err := client.New(srv.URL, client.WithToken(s.token))
 	if err != nil {
