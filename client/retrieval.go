@@ -387,3 +387,30 @@ func validateResultRetrieval(m object, req *protocol.RunRequest, r *protocol.Run
 	r.Retrieval = compact(raw)
 	return nil
 }
+
+// RetrievalOption is the `retrieval` run option for RunRequest.Retrieval
+// (wire-extensions §6.3): the search request's fields, with Query
+// optional (empty: the host searches with the run input).
+func RetrievalOption(req *SearchRequest) json.RawMessage {
+	b, _ := json.Marshal(req)
+	if req.Query == "" {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(b, &m)
+		delete(m, "query")
+		b, _ = json.Marshal(m)
+	}
+	return b
+}
+
+// ResultRetrieval decodes res.Retrieval, the evidence of a run with the
+// retrieval option (checked when the result was read); nil without one.
+func ResultRetrieval(res *protocol.RunResult) (*RetrievalResult, error) {
+	if len(res.Retrieval) == 0 {
+		return nil, nil
+	}
+	var out RetrievalResult
+	if err := json.Unmarshal(res.Retrieval, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
