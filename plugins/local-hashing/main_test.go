@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -18,7 +15,6 @@ import (
 	"adhost/runtime/durable"
 	"adhost/runtime/protocol"
 	"adhost/runtime/retrieval"
-	"adhost/runtime/wasm"
 )
 
 func TestMain(m *testing.M) {
@@ -86,21 +82,7 @@ func TestWasm(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("builds and loads a wasm module (not with -short or -race)")
 	}
-	path := testenv.BuildPlugin(t, "plugins/local-hashing")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(raw)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close(context.Background()) })
-	e, err := x.Embedder(wasm.InstanceConfig{ID: "local"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := plugintest.LoadEmbedder(t, "plugins/local-hashing", ID, Version, nil, "")
 	inputs := []string{"first passage", "second passage about batteries", "!"}
 	vecs, _, err := e.Embed(t.Context(), "hash-ngram-128", inputs)
 	if err != nil || len(vecs) != len(inputs) {
@@ -122,21 +104,7 @@ func TestWasm(t *testing.T) {
 // embedding in batches of 32, the store write and the index update),
 // reported as chunks per second. Target (issue 12): ≥ 2,000 chunks/s.
 func BenchmarkIngest(b *testing.B) {
-	path := testenv.BuildPlugin(b, "plugins/local-hashing")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sum := sha256.Sum256(raw)
-	x, err := wasm.Load(b.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { x.Close(context.Background()) })
-	e, err := x.Embedder(wasm.InstanceConfig{ID: "local"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := plugintest.LoadEmbedder(b, "plugins/local-hashing", ID, Version, nil, "")
 	svc, err := retrieval.Open(b.Context(), durable.NewMemory(), []retrieval.Corpus{{ID: "docs", Embedder: e,
 		Identity:   retrieval.Identity{ProviderID: "local", Vendor: "local", AccountID: "local", AuthMode: "none", Model: "hash-ngram-256", Dimensions: 256, Version: "v1"},
 		ChunkBytes: 256, MaxChunks: 1_000_000, MaxPayloadBytes: 1 << 30}}, retrieval.Options{})

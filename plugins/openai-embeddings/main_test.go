@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -99,28 +95,7 @@ func loadEmbedder(t *testing.T, settings string, key string) *wasm.Embedder {
 	if testing.Short() || raceEnabled {
 		t.Skip("builds and loads a wasm module (not with -short or -race)")
 	}
-	path := testenv.BuildPlugin(t, "plugins/openai-embeddings")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(raw)
-	x, err := wasm.Load(t.Context(), wasm.Pin{ID: ID, Version: Version, Path: path, SHA256: hex.EncodeToString(sum[:])}, wasm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close(context.Background()) })
-	e, err := x.Embedder(wasm.InstanceConfig{ID: "emb", Settings: json.RawMessage(settings),
-		Secrets: map[string]func(context.Context) (string, error){"api_key": func(context.Context) (string, error) {
-			if key == "" {
-				return "", errors.New("no key")
-			}
-			return key, nil
-		}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return plugintest.LoadEmbedder(t, "plugins/openai-embeddings", ID, Version, json.RawMessage(settings), key)
 }
 
 // TestWasm: the real module through runtime/wasm against the simulator's

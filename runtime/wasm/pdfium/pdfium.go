@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +35,7 @@ import (
 
 	"adhost/runtime/protocol"
 	"adhost/runtime/retrieval"
+	"adhost/runtime/wasm"
 )
 
 // ID and Version name the extractor in ingestion manifests. The version
@@ -163,9 +163,9 @@ func (e *Extractor) start() (gopdfium.Pool, error) {
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(uint32(e.opts.MemoryMiB) * 16) // 64 KiB pages
 	if e.opts.CacheDir != "" {
-		if err := privateDir(e.opts.CacheDir); err != nil {
-			e.err = err
-			return nil, err
+		if err := wasm.PrivateCacheDir(e.opts.CacheDir); err != nil {
+			e.err = fmt.Errorf("pdfium: %w", err)
+			return nil, e.err
 		}
 		cc, err := wazero.NewCompilationCacheWithDir(e.opts.CacheDir)
 		if err != nil {
@@ -197,22 +197,6 @@ func (e *Extractor) start() (gopdfium.Pool, error) {
 		e.opts.Logger.Info("pdfium compiled for pdf-ingestion", "took", time.Since(began).Round(time.Millisecond), "compilation_cache", e.opts.CacheDir != "")
 	}
 	return p, nil
-}
-
-// privateDir makes dir with mode 0700 and refuses one that others can
-// reach: wazero loads the native code there without checking it.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("pdfium: compilation cache: %w", err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("pdfium: compilation cache: %w", err)
-	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("pdfium: compilation cache %s has mode %v, want 0700", dir, fi.Mode().Perm())
-	}
-	return nil
 }
 
 // publicErr is a retrieval error with a fixed public message; cause stays
