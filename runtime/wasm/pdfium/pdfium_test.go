@@ -453,3 +453,45 @@ func BenchmarkPages(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "pages/s")
 }
+
+// TestConcurrentDocuments: more documents at once than instances, normal
+// and hostile interleaved: each waits for an instance, gets its own
+// answer, and none sees another's pages.
+func TestConcurrentDocuments(t *testing.T) {
+	x := shared(t)
+	type job struct {
+		data []byte
+		want string // first page's text, or a code
+	}
+	var jobs []job
+	for i := range 6 {
+		if i%3 == 2 {
+			jobs = append(jobs, job{[]byte("%PDF-1.7\nbroken " + fmt.Sprint(i)), string(retrieval.CodeInvalidDocument)})
+			continue
+		}
+		text := fmt.Sprintf("document number %d", i)
+		jobs = append(jobs, job{multiPage(t, [][]string{{text}, {"second page"}}), text})
+	}
+	var wg sync.WaitGroup
+	errs := make([]string, len(jobs))
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages, err := x.Pages(context.Background(), j.data, 10)
+			got := string(code(err))
+			if err == nil {
+				got = strings.TrimSpace(pages[0])
+			}
+			if got != j.want {
+				errs[i] = fmt.Sprintf("job %d: %q, want %q", i, got, j.want)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, e := range errs {
+		if e != "" {
+			t.Error(e)
+		}
+	}
+}
