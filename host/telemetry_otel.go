@@ -2,10 +2,12 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,15 +16,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"adhost/host/config"
 	"adhost/runtime"
@@ -44,9 +45,8 @@ import (
 type Telemetry struct {
 	level   int // levelSummary, levelSteps, levelProgress
 	names   bool
-	tp      *sdktrace.TracerProvider
+	rec     *spanRecorder
 	mp      *sdkmetric.MeterProvider
-	tracer  trace.Tracer
 	ops     metric.Int64Counter
 	dur     metric.Float64Histogram
 	prog    metric.Int64Counter
@@ -87,8 +87,8 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 	}
 	ctx := context.Background()
 	noRetry := otlptracehttp.RetryConfig{Enabled: false}
-	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base+"/v1/traces"),
-		otlptracehttp.WithTimeout(telTimeout), otlptracehttp.WithRetry(noRetry))
+	texp, err := newOTLPSpans(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(base+"/v1/traces"),
+		otlptracehttp.WithTimeout(telTimeout), otlptracehttp.WithRetry(noRetry)))
 	if err != nil {
 		return nil, err
 	}
@@ -103,17 +103,12 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 		rate = *d.SampleRate
 	}
 	t.spans = newSpanQueue(&guardedSpans{exp: texp, g: newGuard("traces", log)}, telQueueRecords, telQueueBytes, telBatch, time.Second)
-	t.tp = sdktrace.NewTracerProvider(
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.TraceIDRatioBased(rate)),
-		sdktrace.WithSpanProcessor(t.spans),
-	)
+	t.rec = newSpanRecorder(rate, t.spans)
 	t.mp = sdkmetric.NewMeterProvider(
 		sdkmetric.WithResource(res),
 		sdkmetric.WithReader(sdkmetric.NewPeriodicReader(&guardedMetrics{Exporter: mexp, g: newGuard("metrics", log)},
 			sdkmetric.WithInterval(time.Duration(d.ExportIntervalMs)*time.Millisecond), sdkmetric.WithTimeout(telTimeout))),
 	)
-	t.tracer = t.tp.Tracer("adhost")
 	m := t.mp.Meter("adhost")
 	if t.ops, err = m.Int64Counter("agenticdriver.operations", metric.WithUnit("1")); err != nil {
 		return nil, err
@@ -139,7 +134,7 @@ func (t *Telemetry) Shutdown(ctx context.Context) {
 	if t == nil {
 		return
 	}
-	_ = t.tp.Shutdown(ctx)
+	_ = t.spans.Shutdown(ctx)
 	_ = t.mp.Shutdown(ctx)
 }
 
@@ -167,22 +162,6 @@ func (g *guard) done(err error) {
 		}
 	}
 }
-
-type guardedSpans struct {
-	exp sdktrace.SpanExporter
-	g   *guard
-}
-
-func (e *guardedSpans) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if e.g.off.Load() {
-		return nil
-	}
-	err := e.exp.ExportSpans(ctx, spans)
-	e.g.done(err)
-	return nil // reported by the guard, not retried
-}
-
-func (e *guardedSpans) Shutdown(ctx context.Context) error { return e.exp.Shutdown(ctx) }
 
 type guardedMetrics struct {
 	sdkmetric.Exporter
@@ -266,24 +245,16 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 	opt := t.opAttrs[kind][outcome]
 	t.ops.Add(ctx, 1, opt)
 	t.dur.Record(ctx, float64(d)/float64(time.Millisecond), opt)
-	_, span := t.tracer.Start(ctx, "agenticdriver.host", trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
-	if span.IsRecording() {
-		attrs := []attribute.KeyValue{
-			attribute.String("agenticdriver.observation_id", newObservationID()),
-			attribute.String("agenticdriver.operation", kindNames[kind]),
-			attribute.String("agenticdriver.outcome", outcomeNames[outcome]),
-		}
+	if sp := t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.host", tracepb.Span_SPAN_KIND_SERVER, start); sp != nil {
+		sp.setStr("agenticdriver.observation_id", newObservationID())
+		sp.setStr("agenticdriver.operation", kindNames[kind])
+		sp.setStr("agenticdriver.outcome", outcomeNames[outcome])
 		if reqID != "" {
-			attrs = append(attrs, attribute.String("agenticdriver.request_id", reqID))
+			sp.setStr("agenticdriver.request_id", reqID)
 		}
-		span.SetAttributes(attrs...)
-		if outcome == outcomeCompleted || outcome == outcomeReplayed {
-			span.SetStatus(codes.Ok, "")
-		} else {
-			span.SetStatus(codes.Error, "")
-		}
+		sp.setOK(outcome == outcomeCompleted || outcome == outcomeReplayed)
+		t.rec.end(sp, start.Add(d))
 	}
-	span.End(trace.WithTimestamp(start.Add(d)))
 }
 
 // runLog returns the EventLog that turns a run's events into its spans:
@@ -302,24 +273,21 @@ func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtime
 		t.active.Add(-1)
 		return nil
 	}
-	ctx, span := t.tracer.Start(ctx, "agenticdriver.run", trace.WithSpanKind(trace.SpanKindInternal))
-	if !span.IsRecording() {
-		span.End()
+	sp := t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.run", tracepb.Span_SPAN_KIND_INTERNAL, time.Now())
+	if sp == nil {
 		t.active.Add(-1)
 		return nil
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String("agenticdriver.observation_id", newObservationID()),
-		attribute.String("agenticdriver.operation", op),
-	}
+	sp.setStr("agenticdriver.observation_id", newObservationID())
+	sp.setStr("agenticdriver.operation", op)
 	if reqID != "" {
-		attrs = append(attrs, attribute.String("agenticdriver.request_id", reqID))
+		sp.setStr("agenticdriver.request_id", reqID)
 	}
 	if t.names {
-		attrs = append(attrs, attribute.String("agenticdriver.provider", req.provider), attribute.String("agenticdriver.model", req.model))
+		sp.setStr("agenticdriver.provider", req.provider)
+		sp.setStr("agenticdriver.model", req.model)
 	}
-	span.SetAttributes(attrs...)
-	rt := &runTrace{t: t, ctx: ctx, run: span}
+	rt := &runTrace{t: t, run: sp}
 	if !t.names {
 		return typesOnlyTrace{rt}
 	}
@@ -376,15 +344,14 @@ type runtimeRequest struct{ provider, model string }
 // without blocking.
 type runTrace struct {
 	t                 *Telemetry
-	ctx               context.Context
-	run               trace.Span
-	queue, step, tool trace.Span
+	run               *span
+	queue, step, tool *span
 	spans, dropped    int
 	mu                sync.Mutex
 	ended             bool
 }
 
-func (rt *runTrace) child(name string, kind trace.SpanKind) trace.Span {
+func (rt *runTrace) child(name string, kind tracepb.Span_SpanKind) *span {
 	if rt.t.level < levelSteps {
 		return nil
 	}
@@ -393,13 +360,13 @@ func (rt *runTrace) child(name string, kind trace.SpanKind) trace.Span {
 		return nil
 	}
 	rt.spans++
-	_, s := rt.t.tracer.Start(rt.ctx, name, trace.WithSpanKind(kind))
-	return s
+	return rt.t.rec.start(rt.run.context(), name, kind, time.Now())
 }
 
-func endSpan(s *trace.Span) {
+// endSpan ends *s now, if it is open.
+func (rt *runTrace) endSpan(s **span) {
 	if *s != nil {
-		(*s).End()
+		rt.t.rec.end(*s, time.Now())
 		*s = nil
 	}
 }
@@ -413,40 +380,38 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 	switch ev.Type {
 	case runtime.EventRunStarted:
 		if isUUID(ev.RunID) {
-			rt.run.SetAttributes(attribute.String("agenticdriver.run_id", ev.RunID))
+			rt.run.setStr("agenticdriver.run_id", ev.RunID)
 		}
-		rt.queue = rt.child("agenticdriver.queue", trace.SpanKindInternal)
+		rt.queue = rt.child("agenticdriver.queue", tracepb.Span_SPAN_KIND_INTERNAL)
 	case runtime.EventStepStarted:
-		endSpan(&rt.queue)
-		endSpan(&rt.step)
-		rt.step = rt.child("agenticdriver.provider", trace.SpanKindClient)
+		rt.endSpan(&rt.queue)
+		rt.endSpan(&rt.step)
+		rt.step = rt.child("agenticdriver.provider", tracepb.Span_SPAN_KIND_CLIENT)
 	case runtime.EventUsageReported:
-		endSpan(&rt.step)
+		rt.endSpan(&rt.step)
 	case runtime.EventToolCalled:
-		endSpan(&rt.step)
-		endSpan(&rt.tool)
-		rt.tool = rt.child("agenticdriver.tool", trace.SpanKindInternal)
+		rt.endSpan(&rt.step)
+		rt.endSpan(&rt.tool)
+		rt.tool = rt.child("agenticdriver.tool", tracepb.Span_SPAN_KIND_INTERNAL)
 		if rt.tool != nil && rt.t.names {
-			rt.tool.SetAttributes(attribute.String("agenticdriver.name", toolNameOf(ev.Data)))
+			rt.tool.setStr("agenticdriver.name", toolNameOf(ev.Data))
 		}
 	case runtime.EventToolCompleted:
-		endSpan(&rt.tool)
+		rt.endSpan(&rt.tool)
 	case runtime.EventRunProgress:
 		if rt.t.level >= levelProgress {
 			rt.t.prog.Add(context.Background(), 1)
 		}
 	case runtime.EventRunCompleted, runtime.EventRunFailed, runtime.EventRunCancelled:
-		endSpan(&rt.queue)
-		endSpan(&rt.step)
-		endSpan(&rt.tool)
+		rt.endSpan(&rt.queue)
+		rt.endSpan(&rt.step)
+		rt.endSpan(&rt.tool)
 		outcome := map[string]string{runtime.EventRunCompleted: "completed", runtime.EventRunFailed: "failed", runtime.EventRunCancelled: "cancelled"}[ev.Type]
-		rt.run.SetAttributes(attribute.String("agenticdriver.outcome", outcome), attribute.Int("agenticdriver.dropped_spans", rt.dropped))
-		if ev.Type == runtime.EventRunCompleted {
-			rt.run.SetStatus(codes.Ok, "")
-		} else {
-			rt.run.SetStatus(codes.Error, "")
-		}
-		rt.run.End()
+		rt.run.setStr("agenticdriver.outcome", outcome)
+		rt.run.setInt("agenticdriver.dropped_spans", int64(rt.dropped))
+		rt.run.setOK(ev.Type == runtime.EventRunCompleted)
+		rt.t.rec.end(rt.run, time.Now())
+		rt.run = nil
 		rt.ended = true
 		rt.t.active.Add(-1)
 	}
@@ -464,7 +429,24 @@ func toolNameOf(data []byte) string {
 	return v.Call.Name
 }
 
-func newObservationID() string { return cliRandomUUID() }
+// newObservationID is a random UUID (version 4) for one record. It has to
+// be unique, not secret, so it comes from math/rand/v2 (seeded from the
+// OS) rather than crypto/rand's system call: two of them a run.
+func newObservationID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], mrand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], mrand.Uint64())
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var x [36]byte
+	hex.Encode(x[0:8], b[0:4])
+	hex.Encode(x[9:13], b[4:6])
+	hex.Encode(x[14:18], b[6:8])
+	hex.Encode(x[19:23], b[8:10])
+	hex.Encode(x[24:], b[10:])
+	x[8], x[13], x[18], x[23] = '-', '-', '-', '-'
+	return string(x[:])
+}
 
 // abandon ends the trace of a run that did not start (the request was
 // refused before run.started).
@@ -483,9 +465,10 @@ func (t *Telemetry) abandon(l runtime.EventLog) {
 	if rt.ended {
 		return
 	}
-	rt.run.SetAttributes(attribute.String("agenticdriver.outcome", "rejected"))
-	rt.run.SetStatus(codes.Error, "")
-	rt.run.End()
+	rt.run.setStr("agenticdriver.outcome", "rejected")
+	rt.run.setOK(false)
+	rt.t.rec.end(rt.run, time.Now())
+	rt.run = nil
 	rt.ended = true
 	t.active.Add(-1)
 }
@@ -506,161 +489,6 @@ func (s *Server) traceRun(r *http.Request, req *runtimeRequest, opts *runtime.St
 			s.tel.abandon(l)
 		}
 	}
-}
-
-// spanQueue is the span processor: a queue bounded in records and in
-// bytes (wire-extensions §11.2: 128 records and 2,000,000 bytes by
-// default) exported in batches of telBatch from one goroutine, every
-// interval or as soon as a batch is full. A span that would pass either
-// bound is dropped — the newest, so what is queued goes out whole and a
-// burst costs the burst's tail, never a wait — and counted (Dropped,
-// adhost_telemetry_dropped_total). The bytes are an estimate of a span's
-// OTLP encoding (spanBytes): its name, attribute keys and values, events
-// and a fixed part for ids, times, kind and status.
-type spanQueue struct {
-	exp               sdktrace.SpanExporter
-	maxRecs, maxBytes int
-	batch             int
-	interval          time.Duration
-
-	mu      sync.Mutex
-	q       []sdktrace.ReadOnlySpan
-	bytes   int
-	sizes   []int // bytes of q[i]
-	closed  bool
-	dropped atomic.Int64
-
-	wake chan struct{} // size 1: a batch is full, or a flush is asked
-	stop chan struct{}
-	done chan struct{}
-}
-
-func newSpanQueue(exp sdktrace.SpanExporter, maxRecs, maxBytes, batch int, interval time.Duration) *spanQueue {
-	q := &spanQueue{exp: exp, maxRecs: maxRecs, maxBytes: maxBytes, batch: batch, interval: interval,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go q.loop()
-	return q
-}
-
-// spanOverhead is the fixed part of a span's estimated encoding: trace,
-// span and parent ids, two timestamps, kind, status and framing.
-const spanOverhead = 96
-
-// spanBytes estimates s's OTLP encoding.
-func spanBytes(s sdktrace.ReadOnlySpan) int {
-	n := spanOverhead + len(s.Name())
-	for _, kv := range s.Attributes() {
-		n += 8 + len(kv.Key) + len(kv.Value.Emit())
-	}
-	for _, ev := range s.Events() {
-		n += 16 + len(ev.Name)
-		for _, kv := range ev.Attributes {
-			n += 8 + len(kv.Key) + len(kv.Value.Emit())
-		}
-	}
-	return n
-}
-
-func (q *spanQueue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-
-func (q *spanQueue) OnEnd(s sdktrace.ReadOnlySpan) {
-	if !s.SpanContext().IsSampled() {
-		return
-	}
-	n := spanBytes(s)
-	q.mu.Lock()
-	if q.closed || len(q.q) >= q.maxRecs || q.bytes+n > q.maxBytes {
-		q.mu.Unlock()
-		q.dropped.Add(1)
-		return
-	}
-	q.q = append(q.q, s)
-	q.sizes = append(q.sizes, n)
-	q.bytes += n
-	full := len(q.q) >= q.batch
-	q.mu.Unlock()
-	if full {
-		select {
-		case q.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// Dropped counts the spans dropped at the queue's bounds.
-func (q *spanQueue) Dropped() int64 { return q.dropped.Load() }
-
-// take removes up to one batch from the head of the queue.
-func (q *spanQueue) take() []sdktrace.ReadOnlySpan {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n := min(len(q.q), q.batch)
-	if n == 0 {
-		return nil
-	}
-	out := append([]sdktrace.ReadOnlySpan(nil), q.q[:n]...)
-	for _, b := range q.sizes[:n] {
-		q.bytes -= b
-	}
-	rest := copy(q.q, q.q[n:])
-	clear(q.q[rest:])
-	q.q = q.q[:rest]
-	q.sizes = q.sizes[:copy(q.sizes, q.sizes[n:])]
-	return out
-}
-
-// exportAll sends what is queued, batch by batch, each within the export
-// timeout (the guard switches a failing exporter off; nothing is retried).
-func (q *spanQueue) exportAll(ctx context.Context) {
-	for {
-		b := q.take()
-		if len(b) == 0 {
-			return
-		}
-		ectx, cancel := context.WithTimeout(ctx, telTimeout)
-		_ = q.exp.ExportSpans(ectx, b)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-	}
-}
-
-func (q *spanQueue) loop() {
-	defer close(q.done)
-	tick := time.NewTicker(q.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-q.stop:
-			return
-		case <-tick.C:
-		case <-q.wake:
-		}
-		q.exportAll(context.Background())
-	}
-}
-
-// ForceFlush exports what is queued now, within ctx.
-func (q *spanQueue) ForceFlush(ctx context.Context) error {
-	q.exportAll(ctx)
-	return ctx.Err()
-}
-
-// Shutdown refuses new spans, sends what is queued within ctx and stops
-// the exporter.
-func (q *spanQueue) Shutdown(ctx context.Context) error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return nil
-	}
-	q.closed = true
-	q.mu.Unlock()
-	close(q.stop)
-	<-q.done
-	q.exportAll(ctx)
-	return q.exp.Shutdown(ctx)
 }
 
 // DroppedSpans counts the spans dropped at the telemetry queue's bounds

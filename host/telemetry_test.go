@@ -1,8 +1,10 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -10,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 func TestTelemetryGuard(t *testing.T) {
@@ -80,63 +81,59 @@ func FuzzTraceparent(f *testing.F) {
 	})
 }
 
-// countingSpans is an exporter that counts what it is sent.
+// countingSpans is an exporter that counts what it is sent and keeps the
+// last batch.
 type countingSpans struct {
-	mu sync.Mutex
-	n  int
+	mu   sync.Mutex
+	n    int
+	last []span
 }
 
-func (c *countingSpans) ExportSpans(_ context.Context, s []sdktrace.ReadOnlySpan) error {
+func (c *countingSpans) export(_ context.Context, b []span) error {
 	c.mu.Lock()
-	c.n += len(s)
+	c.n += len(b)
+	c.last = append(c.last[:0], b...)
 	c.mu.Unlock()
 	return nil
 }
 
-func (c *countingSpans) Shutdown(context.Context) error { return nil }
+func (c *countingSpans) shutdown(context.Context) error { return nil }
 
 // paddedSpan ends one span whose estimated encoding is exactly size bytes.
-func paddedSpan(t *testing.T, tr trace.Tracer, size int) {
+func paddedSpan(t *testing.T, r *spanRecorder, size int) {
 	t.Helper()
-	// Measured on a span of a provider without processors: it is queued
-	// nowhere.
-	_, probe := sdktrace.NewTracerProvider().Tracer("probe").Start(context.Background(), "s")
-	probe.SetAttributes(attribute.String("p", ""))
-	base := spanBytes(probe.(sdktrace.ReadOnlySpan))
-	probe.End()
+	base := (&span{name: "s", nattrs: 1, attrs: [maxSpanAttrs]spanAttr{{key: "p"}}}).size()
 	if size < base {
 		t.Fatalf("span of %d bytes: the smallest is %d", size, base)
 	}
-	_, s := tr.Start(context.Background(), "s")
-	s.SetAttributes(attribute.String("p", strings.Repeat("x", size-base)))
-	if got := spanBytes(s.(sdktrace.ReadOnlySpan)); got != size {
+	s := r.start(trace.SpanContext{}, "s", tracepb.Span_SPAN_KIND_INTERNAL, time.Now())
+	s.setStr("p", strings.Repeat("x", size-base))
+	if got := s.size(); got != size {
 		t.Fatalf("padded span: %d bytes, want %d", got, size)
 	}
-	s.End()
+	r.end(s, time.Now())
 }
 
 // TestSpanQueueBounds: the telemetry queue holds exactly 2,000,000 bytes
 // and exactly 128 records (wire-extensions §11.2 defaults); the next span
 // is dropped and counted, and what was queued is exported whole.
 func TestSpanQueueBounds(t *testing.T) {
-	newQueue := func() (*spanQueue, *countingSpans, trace.Tracer) {
+	newQueue := func() (*spanQueue, *countingSpans, *spanRecorder) {
 		exp := &countingSpans{}
 		// No batch fills and no tick comes while the test fills it.
 		q := newSpanQueue(exp, telQueueRecords, telQueueBytes, 1<<20, time.Hour)
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q))
-		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-		return q, exp, tp.Tracer("test")
+		t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
+		return q, exp, newSpanRecorder(1, q)
 	}
-	q, exp, tr := newQueue()
+	q, exp, r := newQueue()
 	const size = telQueueBytes / 100 // 100 spans fill the byte bound
 	for range 100 {
-		paddedSpan(t, tr, size)
+		paddedSpan(t, r, size)
 	}
 	if q.Dropped() != 0 || q.bytes != telQueueBytes {
 		t.Fatalf("at the byte bound: dropped %d, %d bytes queued", q.Dropped(), q.bytes)
 	}
-	_, s := tr.Start(context.Background(), "one more")
-	s.End()
+	r.end(r.start(trace.SpanContext{}, "one more", tracepb.Span_SPAN_KIND_INTERNAL, time.Now()), time.Now())
 	if q.Dropped() != 1 || len(q.q) != 100 {
 		t.Fatalf("one span past the byte bound: dropped %d, %d queued", q.Dropped(), len(q.q))
 	}
@@ -144,21 +141,21 @@ func TestSpanQueueBounds(t *testing.T) {
 		t.Fatalf("flush: %v, exported %d, %d bytes left", err, exp.n, q.bytes)
 	}
 
-	q, exp, tr = newQueue()
+	q, exp, r = newQueue()
 	for range telQueueRecords {
-		paddedSpan(t, tr, 200)
+		paddedSpan(t, r, 200)
 	}
 	if q.Dropped() != 0 {
 		t.Fatalf("at the record bound: dropped %d", q.Dropped())
 	}
-	paddedSpan(t, tr, 200)
+	paddedSpan(t, r, 200)
 	if q.Dropped() != 1 || len(q.q) != telQueueRecords {
 		t.Fatalf("one span past the record bound: dropped %d, %d queued", q.Dropped(), len(q.q))
 	}
 	if err := q.Shutdown(context.Background()); err != nil || exp.n != telQueueRecords {
 		t.Fatalf("shutdown: %v, exported %d", err, exp.n)
 	}
-	paddedSpan(t, tr, 200) // after shutdown: dropped, never a panic
+	paddedSpan(t, r, 200) // after shutdown: dropped, never a panic
 }
 
 // TestSpanQueueBatches: a full batch is exported without waiting for the
@@ -166,12 +163,10 @@ func TestSpanQueueBounds(t *testing.T) {
 func TestSpanQueueBatches(t *testing.T) {
 	exp := &countingSpans{}
 	q := newSpanQueue(exp, telQueueRecords, telQueueBytes, telBatch, time.Hour)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q))
-	defer tp.Shutdown(context.Background())
-	tr := tp.Tracer("test")
+	defer q.Shutdown(context.Background())
+	r := newSpanRecorder(1, q)
 	for range telBatch {
-		_, s := tr.Start(context.Background(), "s")
-		s.End()
+		r.end(r.start(trace.SpanContext{}, "s", tracepb.Span_SPAN_KIND_INTERNAL, time.Now()), time.Now())
 	}
 	for i := 0; ; i++ {
 		exp.mu.Lock()
@@ -184,5 +179,71 @@ func TestSpanQueueBatches(t *testing.T) {
 			t.Fatalf("a full batch not exported: %d of %d", n, telBatch)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSpanRecords: a span keeps its parent, ids, kind, times, status and
+// attributes through the queue into OTLP protobuf; a child of a remote
+// parent shares its trace; a span whose trace is sampled out is never
+// recorded, and its methods do nothing.
+func TestSpanRecords(t *testing.T) {
+	exp := &countingSpans{}
+	q := newSpanQueue(exp, telQueueRecords, telQueueBytes, 1<<20, time.Hour)
+	defer q.Shutdown(context.Background())
+	r := newSpanRecorder(1, q)
+	parent, ok := parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	if !ok {
+		t.Fatal("traceparent")
+	}
+	t0 := time.Unix(1_700_000_000, 5)
+	run := r.start(parent, "agenticdriver.run", tracepb.Span_SPAN_KIND_INTERNAL, t0)
+	run.setStr("agenticdriver.operation", "run")
+	run.setStr("agenticdriver.operation", "job") // replaced, not added
+	run.setInt("agenticdriver.dropped_spans", 3)
+	run.setOK(true)
+	child := r.start(run.context(), "agenticdriver.provider", tracepb.Span_SPAN_KIND_CLIENT, t0)
+	child.setOK(false)
+	r.end(child, t0.Add(time.Millisecond))
+	r.end(run, t0.Add(2*time.Millisecond))
+	if err := q.ForceFlush(context.Background()); err != nil || len(exp.last) != 2 {
+		t.Fatalf("flush: %v, %d spans", err, len(exp.last))
+	}
+	c, p := exp.last[0].proto(), exp.last[1].proto()
+	if fmt.Sprintf("%x", p.TraceId) != "4bf92f3577b34da6a3ce929d0e0e4736" || fmt.Sprintf("%x", p.ParentSpanId) != "00f067aa0ba902b7" {
+		t.Errorf("run span: trace %x parent %x, want the traceparent's", p.TraceId, p.ParentSpanId)
+	}
+	if !bytes.Equal(c.TraceId, p.TraceId) || !bytes.Equal(c.ParentSpanId, p.SpanId) || bytes.Equal(c.SpanId, p.SpanId) {
+		t.Errorf("child: trace %x parent %x id %x; run id %x", c.TraceId, c.ParentSpanId, c.SpanId, p.SpanId)
+	}
+	if p.Name != "agenticdriver.run" || p.Kind != tracepb.Span_SPAN_KIND_INTERNAL || c.Kind != tracepb.Span_SPAN_KIND_CLIENT ||
+		p.Status.Code != tracepb.Status_STATUS_CODE_OK || c.Status.Code != tracepb.Status_STATUS_CODE_ERROR ||
+		p.StartTimeUnixNano != uint64(t0.UnixNano()) || p.EndTimeUnixNano != uint64(t0.Add(2*time.Millisecond).UnixNano()) {
+		t.Errorf("run span %v, child %v", p, c)
+	}
+	if len(p.Attributes) != 2 || p.Attributes[0].Value.GetStringValue() != "job" || p.Attributes[1].Value.GetIntValue() != 3 {
+		t.Errorf("run attributes %v", p.Attributes)
+	}
+
+	none := newSpanRecorder(0, q)
+	s := none.start(trace.SpanContext{}, "x", tracepb.Span_SPAN_KIND_INTERNAL, t0)
+	if s != nil {
+		t.Fatal("sample rate 0 recorded a span")
+	}
+	s.setStr("k", "v")
+	s.setOK(true)
+	none.end(s, t0)
+	if q.Dropped() != 0 || len(q.q) != 0 {
+		t.Errorf("a sampled-out span reached the queue")
+	}
+	// About half of all traces at rate 0.5 (the ratio sampler on the
+	// trace id, as the SDK's TraceIDRatioBased).
+	half, kept := newSpanRecorder(0.5, q), 0
+	for range 2000 {
+		if sp := half.start(trace.SpanContext{}, "x", tracepb.Span_SPAN_KIND_INTERNAL, t0); sp != nil {
+			kept++
+		}
+	}
+	if kept < 800 || kept > 1200 {
+		t.Errorf("rate 0.5 kept %d of 2000", kept)
 	}
 }
