@@ -90,10 +90,13 @@ e2e: build
 
 ## soak: the bounded soak (not in `make test`): 32 clients mixing JSON
 ## and SSE runs, tool runs, cancellations and queued runs against the real
-## binary for SOAK (default 10m), then leak checks (e2e TestSoak)
+## binary for SOAK (default 10m), then leak checks (e2e TestSoak); then
+## two hosts on one JetStream with 1,000 jobs across a kill -9
+## (e2e TestClusterJobsKill; make test runs it with 200)
 SOAK ?= 10m
 soak: build
 	ADHOST_BIN=$(CURDIR)/bin/adhost ADHOST_SOAK=$(SOAK) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 60m ./e2e/
+	ADHOST_BIN=$(CURDIR)/bin/adhost ADHOST_CLUSTER_JOBS=1000 $(GO) test -count=1 -v -run '^TestClusterJobsKill$$' -timeout 20m ./e2e/
 
 ## bench: every benchmark (see the issue notes for the targets)
 bench: build

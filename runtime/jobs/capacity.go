@@ -2,58 +2,83 @@ package jobs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"adhost/runtime/durable"
 	"adhost/runtime/protocol"
 )
 
-// counted is the value of a capacity counter: jobs (records, tombstones
-// included) and, for the total, live bytes (records and event logs of
-// jobs not yet tombstoned, plus liveReserve each).
+// counted is the value of one host's capacity key: jobs (records,
+// tombstones included) and, for the total, live bytes (records and event
+// logs of jobs not yet tombstoned, plus liveReserve each). A host's own
+// value may go below zero (it tombstoned jobs another host submitted);
+// the sum over hosts is the count.
 type counted struct {
 	Jobs  int   `json:"n"`
 	Bytes int64 `json:"b,omitempty"`
 }
 
-// counter is one capacity counter shared by every host: a KV key changed
-// only by compare-and-set. This process keeps the value and revision of
-// its last read or write, so a change usually costs one write; a refused
-// write (another host changed it) reads it again and retries. Changes
-// that arrive while a write is under way are combined into the next one
-// (a group commit): the counter is one key every submission touches, and
-// one synced write per change would serialise them all.
+// counter is one capacity count shared by every host, kept as one key per
+// host under a prefix (prefix+<owner hash>): each host writes only its own
+// key, so hosts never contend on a hot key, and the count is the sum of
+// the keys. The check of a change sums this host's exact value and the
+// other hosts' values as last listed (at most maxAge old, listed again
+// before a refusal): hosts may together admit past a limit by what the
+// others admitted since the last listing — at most a poll interval's
+// admissions per other host (see doc). Changes that arrive while a write
+// is under way are combined into the next one (a group commit): one
+// synced write per submission would serialise them.
 type counter struct {
-	key string
+	key    string // this host's key
+	prefix string // every host's keys
+	maxAge time.Duration
 
 	mu      sync.Mutex
-	v       counted
-	rev     uint64
-	fresh   bool // v and rev are this process's last view of the key
 	writing bool // a leader is writing; new changes wait in waiting
 	waiting []*change
-	seen    atomic.Int64 // v.Bytes, for readers that must not wait
+
+	// The leader's own (only it touches them while writing).
+	v        counted
+	rev      uint64
+	fresh    bool // v and rev are this process's last view of its key
+	others   counted
+	listedAt time.Time
+
+	seen atomic.Int64 // v.Bytes + others.Bytes, for readers that must not wait
+}
+
+func newCounter(prefix, owner string, maxAge time.Duration) *counter {
+	return &counter{prefix: prefix, key: prefix + ownerKey(owner), maxAge: maxAge}
+}
+
+// ownerKey is a worker's name as one key level.
+func ownerKey(owner string) string {
+	h := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(h[:16])
 }
 
 // change is one caller's f and its answer.
 type change struct {
-	f    func(*counted) error
+	f    func(own *counted, others counted) error
 	err  error
 	done chan struct{}
 }
 
 // maxCounterRaces bounds the retries of a counter write that keeps
-// losing to other hosts.
+// losing (a restarted host under the same name still writing).
 const maxCounterRaces = 64
 
-// change applies f to the counter's current value and writes the result;
-// f refusing (JOB_STORE_FULL) writes nothing for it. A refusal on a cached
-// value is checked again on a fresh read: another host may have freed
-// room.
-func (c *counter) change(ctx context.Context, st durable.KV, f func(*counted) error) error {
+// change applies f to this host's value (others: the other hosts' sum)
+// and writes the result; f refusing (JOB_STORE_FULL) writes nothing for
+// it. A refusal is checked again on fresh reads: another host may have
+// freed room, or this host's view may be old.
+func (c *counter) change(ctx context.Context, st durable.KV, f func(own *counted, others counted) error) error {
 	ch := &change{f: f, done: make(chan struct{})}
 	c.mu.Lock()
 	c.waiting = append(c.waiting, ch)
@@ -80,29 +105,33 @@ func (c *counter) change(ctx context.Context, st durable.KV, f func(*counted) er
 }
 
 // write applies a batch in order and writes the result once (only the
-// leader calls it, so v, rev and fresh are its own meanwhile).
+// leader calls it).
 func (c *counter) write(ctx context.Context, st durable.KV, batch []*change) {
-	for range maxCounterRaces {
-		cached := c.fresh
-		if !c.fresh {
+	fail := func(err error) {
+		for _, b := range batch {
+			b.err = err
+		}
+	}
+	for try := range maxCounterRaces {
+		rechecked := try > 0
+		if !c.fresh || time.Since(c.listedAt) > c.maxAge {
 			if err := c.load(ctx, st); err != nil {
-				for _, b := range batch {
-					b.err = err
-				}
+				fail(err)
 				return
 			}
+			rechecked = true
 		}
 		v := c.v
 		refused := false
 		for _, b := range batch {
 			w := v
-			if b.err = b.f(&w); b.err == nil {
+			if b.err = b.f(&w, c.others); b.err == nil {
 				v = w
 			} else {
 				refused = true
 			}
 		}
-		if refused && cached {
+		if refused && !rechecked {
 			c.fresh = false
 			continue
 		}
@@ -123,38 +152,40 @@ func (c *counter) write(ctx context.Context, st durable.KV, batch []*change) {
 		}
 		if err != nil {
 			c.fresh = false
-			for _, b := range batch {
-				b.err = storeError(err)
-			}
+			fail(storeError(err))
 			return
 		}
 		c.v, c.rev, c.fresh = v, rev, true
-		c.seen.Store(v.Bytes)
+		c.seen.Store(v.Bytes + c.others.Bytes)
 		return
 	}
-	for _, b := range batch {
-		pe := protocol.New(protocol.CodeJobStoreError)
-		pe.Uncertain = true
-		b.err = pe
-	}
+	pe := protocol.New(protocol.CodeJobStoreError)
+	pe.Uncertain = true
+	fail(pe)
 }
 
+// load lists every host's key: this host's value and revision, and the
+// others' sum.
 func (c *counter) load(ctx context.Context, st durable.KV) error {
-	e, err := st.Get(ctx, c.key)
-	switch {
-	case errors.Is(err, durable.ErrNotFound):
-		c.v, c.rev = counted{}, 0
-	case err != nil:
+	es, err := st.List(ctx, c.prefix, "", 0)
+	if err != nil {
 		return storeError(err)
-	default:
+	}
+	c.v, c.rev, c.others = counted{}, 0, counted{}
+	for _, e := range es {
 		var v counted
 		if err := json.Unmarshal(e.Value, &v); err != nil {
 			return protocol.Wrap(protocol.CodeJobStoreError, err)
 		}
-		c.v, c.rev = v, e.Revision
+		if e.Key == c.key {
+			c.v, c.rev = v, e.Revision
+			continue
+		}
+		c.others.Jobs += v.Jobs
+		c.others.Bytes += v.Bytes
 	}
-	c.fresh = true
-	c.seen.Store(c.v.Bytes)
+	c.fresh, c.listedAt = true, time.Now()
+	c.seen.Store(c.v.Bytes + c.others.Bytes)
 	return nil
 }
 
@@ -171,7 +202,7 @@ func (s *Service) subjectCounter(subject string) *counter {
 	defer s.mu.Unlock()
 	c := s.subjects[subject]
 	if c == nil {
-		c = &counter{key: subjectKey(subject)}
+		c = newCounter(subjectPrefix(subject), s.owner, s.o.PollInterval)
 		s.subjects[subject] = c
 	}
 	return c
@@ -184,16 +215,16 @@ func (s *Service) reserve(ctx context.Context, subject string, size int64) error
 	full := protocol.New(protocol.CodeJobStoreFull)
 	sc := s.subjectCounter(subject)
 	errs := parallel(func() error {
-		return sc.change(ctx, s.st, func(v *counted) error {
-			if v.Jobs >= s.o.MaxJobsPerSubject {
+		return sc.change(ctx, s.st, func(v *counted, others counted) error {
+			if v.Jobs+others.Jobs >= s.o.MaxJobsPerSubject {
 				return full
 			}
 			v.Jobs++
 			return nil
 		})
 	}, func() error {
-		return s.total.change(ctx, s.st, func(v *counted) error {
-			if v.Jobs >= s.o.MaxJobs || v.Bytes+size+liveReserve > s.o.MaxBytes {
+		return s.total.change(ctx, s.st, func(v *counted, others counted) error {
+			if v.Jobs+others.Jobs >= s.o.MaxJobs || v.Bytes+others.Bytes+size+liveReserve > s.o.MaxBytes {
 				return full
 			}
 			v.Jobs++
@@ -227,16 +258,16 @@ func parallel(fns ...func() error) []error {
 }
 
 func (s *Service) unreserveTotal(ctx context.Context, size int64) {
-	_ = s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted) error {
-		v.Jobs = max(v.Jobs-1, 0)
-		v.Bytes = max(v.Bytes-size-liveReserve, 0)
+	_ = s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted) error {
+		v.Jobs--
+		v.Bytes -= size + liveReserve
 		return nil
 	})
 }
 
 func (s *Service) unreserveSubject(ctx context.Context, sc *counter) {
-	_ = sc.change(context.WithoutCancel(ctx), s.st, func(v *counted) error {
-		v.Jobs = max(v.Jobs-1, 0)
+	_ = sc.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted) error {
+		v.Jobs--
 		return nil
 	})
 }
@@ -254,8 +285,8 @@ func (s *Service) addLiveBytes(ctx context.Context, d int64) {
 	if d == 0 {
 		return
 	}
-	err := s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted) error {
-		v.Bytes = max(v.Bytes+d, 0)
+	err := s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted) error {
+		v.Bytes += d
 		return nil
 	})
 	if err != nil {

@@ -28,8 +28,10 @@
 //	                       worker that dispatches, runs, recovers or ends it
 //	jobs/v1/cx/<id>        cancel signal for the worker running the job
 //	jobs/v1/exp/<ms>-<id>  a terminal job's expiry, in time order
-//	jobs/v1/cap/all        shared counter {jobs, live bytes}
-//	jobs/v1/cap/s/<h>      shared counter {jobs} of one subject (h: SHA-256)
+//	jobs/v1/cap/h/<w>      capacity counter {jobs, live bytes} of worker
+//	                       w (hash of its name); the total is the sum
+//	jobs/v1/cap/s/<h>/<w>  capacity counter {jobs} of one subject (h:
+//	                       SHA-256) and worker w
 //	jobs/v1/lease          the maintenance lease (retention, sweeps)
 //
 // The log is the truth for a running job's cursor: the record's cursor is
@@ -123,20 +125,28 @@
 //
 // # Capacity across hosts
 //
-// JOB_STORE_FULL is decided on the shared counters, each changed by
-// compare-and-set, so the limits hold across hosts: a submission reserves
-// one job on its subject's counter and one job plus its record's bytes
-// (and liveReserve) on the total before its record is written. Concurrent
-// changes in one process are combined into one write. Event bytes reach
-// the total when the job ends (with the terminal record), and leave it at
-// the tombstone; while jobs run, the per-event check counts the total as
-// last seen plus this worker's running jobs, so hosts may together exceed
-// max_bytes by the bytes their concurrently running jobs have appended
-// (at most workers × max_job_bytes per host) until those end. A crash
-// between a counter change and the write it accounts for leaves the
-// counters off by that one job (a reservation without a record, or a
-// finished job's events uncounted): bounded by the crashes, never by the
-// load.
+// JOB_STORE_FULL is decided on shared counters kept as one key per worker
+// (each written only by its worker, by compare-and-set, so hosts never
+// contend on a hot key): the count is the sum over the workers' keys. A
+// submission reserves one job on its subject's counter and one job plus
+// its record's bytes (and liveReserve) on the total before its record is
+// written, checking its own exact value plus the other workers' values as
+// listed at most a poll interval ago (listed again before any refusal).
+// So hosts may together admit past a limit by what the other hosts
+// admitted since the last listing: at most one poll interval's admissions
+// per other host — a bounded over-admission, never a refusal with room
+// left. Concurrent changes in one process are combined into one write.
+// Event bytes reach the total when the job ends (with the terminal
+// record) and leave it at the tombstone (on the maintenance holder's key,
+// which may go negative); while jobs run, the per-event check counts the
+// total as last seen plus this worker's running jobs' appended bytes, so
+// hosts may also exceed max_bytes by what their concurrently running jobs
+// appended (at most workers × max_job_bytes per host) until those end. A
+// crash between a counter change and the write it accounts for leaves the
+// counters off by that one job: bounded by the crashes, never by the
+// load. The first host to open a store without counters (one the
+// single-owner worker wrote) builds them from the records under the
+// reserved worker name "migrated".
 //
 // Reads and pages come from the store on every host: the record for the
 // state, the log for the events.

@@ -170,7 +170,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		o.Now = time.Now
 	}
 	s := &Service{
-		o: o, st: o.Store, log: o.Logger, total: &counter{key: keyCapTotal},
+		o: o, st: o.Store, log: o.Logger,
 		subjects: map[string]*counter{}, local: map[string]*job{}, queue: map[string]known{}, held: map[string]time.Time{},
 		blocked: map[string]bool{}, runs: map[*job]*runtime.Run{}, kick: make(chan struct{}, 1), quit: make(chan struct{}),
 	}
@@ -184,6 +184,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if s.owner == "" {
 		s.owner = "host-" + newUUID()
 	}
+	s.total = newCounter(prefixCapTotal, s.owner, o.PollInterval)
 	if err := s.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("jobs: open: %w", err)
 	}
@@ -226,7 +227,8 @@ func (s *Service) listAll(ctx context.Context, prefix string, each func(durable.
 // store, or one written by the single-owner worker before): the counter is
 // written last, so a crash during the scan runs it again.
 func (s *Service) migrate(ctx context.Context) error {
-	if _, err := s.st.Get(ctx, keyCapTotal); err == nil {
+	done := prefixCapTotal + ownerKey(migratedOwner)
+	if _, err := s.st.Get(ctx, done); err == nil {
 		return nil
 	} else if !errors.Is(err, durable.ErrNotFound) {
 		return err
@@ -257,12 +259,12 @@ func (s *Service) migrate(ctx context.Context) error {
 	}
 	for subj, n := range per {
 		b, _ := json.Marshal(counted{Jobs: n})
-		if err := ignoreExists(s.st.Create(ctx, subjectKey(subj), b)); err != nil {
+		if err := ignoreExists(s.st.Create(ctx, subjectPrefix(subj)+ownerKey(migratedOwner), b)); err != nil {
 			return err
 		}
 	}
 	b, _ := json.Marshal(total)
-	return ignoreExists(s.st.Create(ctx, keyCapTotal, b))
+	return ignoreExists(s.st.Create(ctx, done, b))
 }
 
 func ignoreExists(_ uint64, err error) error {

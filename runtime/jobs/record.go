@@ -35,16 +35,19 @@ func terminalState(s string) bool {
 }
 
 const (
-	keyMaint      = "jobs/v1/lease" // the maintenance lease (see doc)
-	prefixKey     = "jobs/v1/key/"
-	prefixRecord  = "jobs/v1/job/"
-	prefixEvents  = "jobs/v1/ev/"
-	prefixQueue   = "jobs/v1/q/"
-	prefixRun     = "jobs/v1/run/"
-	prefixCancel  = "jobs/v1/cx/"
-	prefixExpiry  = "jobs/v1/exp/"
-	keyCapTotal   = "jobs/v1/cap/all"
-	prefixCapSubj = "jobs/v1/cap/s/"
+	keyMaint       = "jobs/v1/lease" // the maintenance lease (see doc)
+	prefixKey      = "jobs/v1/key/"
+	prefixRecord   = "jobs/v1/job/"
+	prefixEvents   = "jobs/v1/ev/"
+	prefixQueue    = "jobs/v1/q/"
+	prefixRun      = "jobs/v1/run/"
+	prefixCancel   = "jobs/v1/cx/"
+	prefixExpiry   = "jobs/v1/exp/"
+	prefixCapTotal = "jobs/v1/cap/h/"
+	prefixCapSubj  = "jobs/v1/cap/s/"
+	// migratedOwner names the counter keys the first host to open a store
+	// without counters writes from the records (see migrate).
+	migratedOwner = "migrated"
 )
 
 func recordKey(id string) string { return prefixRecord + id }
@@ -68,10 +71,10 @@ func expiryOf(key string) (int64, string, bool) {
 	return ms, rest[14:], err == nil
 }
 
-// subjectKey is a subject's capacity counter.
-func subjectKey(subject string) string {
+// subjectPrefix holds a subject's capacity keys (one per host).
+func subjectPrefix(subject string) string {
 	h := sha256.Sum256([]byte(subject))
-	return prefixCapSubj + hex.EncodeToString(h[:])
+	return prefixCapSubj + hex.EncodeToString(h[:]) + "/"
 }
 
 // queued is the value of a queue entry: what fair dispatch orders by,
