@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,8 +21,11 @@ import (
 func TestRetrievalOpenAIEmbeddings(t *testing.T) {
 	const key = "sk-e2e-embeddings-0123456789"
 	sim := vendorsim.MustNew(t, "openai", vendorsim.Options{APIKey: key, EmbeddingDims: 16})
-	t.Setenv("ADHOST_E2E_EMBED_KEY", key)
+	t.Parallel()
 	s := retrievalSite(t, "hash-ngram-256", 256)
+	if err := os.WriteFile(filepath.Join(s.dir, "embed.key"), []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	oe := copyPlugin(t, s.dir, "openai-embeddings", "1.0.0")
 	editSiteConfig(t, s, `retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }`,
 		`retrieval = { search = ["docs", "research"], index = ["docs", "research"], delete = ["docs"] }`)
@@ -37,7 +41,7 @@ id = "research-embeddings"
 extension = "openai-embeddings@1.0.0"
 account_id = "research-api"
 settings = { endpoint = %q }
-secrets = { api_key = { env = "ADHOST_E2E_EMBED_KEY" } }
+secrets = { api_key = { file = "embed.key" } }
 
 [retrieval.corpora.research]
 embedder = "research-embeddings"

@@ -48,6 +48,7 @@ func pdfOf(t *testing.T, password string, pages ...[]string) []byte {
 // encrypted, a malformed and a truncated PDF beside them get their codes
 // and the host goes on serving.
 func TestRetrievalPDFEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	appendSiteConfig(t, s, "[retrieval]\npdf = true\npdf_max_pages = 5\n")
 	srv := startServer(t, s)

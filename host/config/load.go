@@ -135,6 +135,7 @@ func (f *File) resolvePaths() {
 	for i := range f.Tokens {
 		res(&f.Tokens[i].Secret.File)
 	}
+	f.resolveRetrievalPaths(res)
 }
 
 // problems collects validation errors with their key path and line.

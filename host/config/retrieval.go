@@ -90,6 +90,21 @@ const (
 
 var retrievalIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$`)
 
+// resolveRetrievalPaths makes the embedders' secret files relative to
+// host.toml's directory, as the providers' are: a key file beside
+// host.toml must not depend on the directory serve was started from.
+func (f *File) resolveRetrievalPaths(res func(*string)) {
+	if f.Retrieval == nil {
+		return
+	}
+	for i := range f.Retrieval.Embedders {
+		for k, s := range f.Retrieval.Embedders[i].Secrets {
+			res(&s.File)
+			f.Retrieval.Embedders[i].Secrets[k] = s
+		}
+	}
+}
+
 // RetrievalOn reports whether at least one corpus is configured.
 func (f *File) RetrievalOn() bool { return f.Retrieval != nil && len(f.Retrieval.Corpora) > 0 }
 

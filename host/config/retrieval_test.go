@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -135,5 +136,19 @@ func TestRetrievalPDFConfig(t *testing.T) {
 	}
 	if want := "host.toml:" + itoa(strings.Count(devDoc, "\n")+3) + ": retrieval.pdf: pdf-ingestion needs a corpus"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("pdf without corpora: %v, want %q", err, want)
+	}
+}
+
+// An embedder's secret file is relative to host.toml's directory, like a
+// provider's.
+func TestRetrievalSecretFileRelative(t *testing.T) {
+	doc := strings.Replace(retrievalDoc, "extension = \"local-hashing@1.0.0\"\naccount_id = \"local\"",
+		"extension = \"local-hashing@1.0.0\"\naccount_id = \"local\"\nsecrets = { api_key = { file = \"keys/embed.key\" } }", 1)
+	f, err := Decode([]byte(doc), filepath.Join("/etc/adhost", "host.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Retrieval.Embedders[0].Secrets["api_key"].File; got != filepath.Join("/etc/adhost", "keys", "embed.key") {
+		t.Fatalf("secret file %q", got)
 	}
 }
