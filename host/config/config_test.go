@@ -186,6 +186,8 @@ func TestValidate(t *testing.T) {
 		{"per subject 1", add("[limits]\nmax_concurrent_runs_per_subject = 1\n"), nil},
 		{"max_instances", add("[[extensions]]\nid = \"x\"\nversion = \"1.0.0\"\nmodule = \"m\"\nsha256 = \"" + pinA + "\"\nmax_instances = 1\ninstance_idle_ms = 1\nturn_timeout_ms = 2147483647\n"), nil},
 		{"max_instances negative", add("[[extensions]]\nid = \"x\"\nversion = \"1.0.0\"\nmodule = \"m\"\nsha256 = \"" + pinA + "\"\nmax_instances = -1\n"), []string{"extensions[2].max_instances: -1 out of range"}},
+		{"max_instances at the tool entries", add("[[extensions]]\nid = \"x\"\nversion = \"1.0.0\"\nmodule = \"m\"\nsha256 = \"" + pinA + "\"\nmax_instances = 2\n\n[[tools]]\nextension = \"x@1.0.0\"\nnames = [\"a\"]\n\n[[tools]]\nextension = \"x@1.0.0\"\nnames = [\"b\"]\n"), nil},
+		{"max_instances below the tool entries", add("[[extensions]]\nid = \"x\"\nversion = \"1.0.0\"\nmodule = \"m\"\nsha256 = \"" + pinA + "\"\nmax_instances = 1\n\n[[tools]]\nextension = \"x@1.0.0\"\nnames = [\"a\"]\n\n[[tools]]\nextension = \"x@1.0.0\"\nnames = [\"b\"]\n"), []string{"extensions[2].max_instances: 1 is below the 2 [[tools]] entries bound to x@1.0.0"}},
 		{"max_instances above bound", add("[[extensions]]\nid = \"x\"\nversion = \"1.0.0\"\nmodule = \"m\"\nsha256 = \"" + pinA + "\"\nmax_instances = 10001\n"), []string{"extensions[2].max_instances"}},
 		{"instance_idle_ms negative", add("[[extensions]]\nid = \"x\"\nversion = \"1.0.0\"\nmodule = \"m\"\nsha256 = \"" + pinA + "\"\ninstance_idle_ms = -1\n"), []string{"extensions[2].instance_idle_ms"}},
 		{"turn_timeout_ms above", add("[[extensions]]\nid = \"x\"\nversion = \"1.0.0\"\nmodule = \"m\"\nsha256 = \"" + pinA + "\"\nturn_timeout_ms = 2147483648\n"), []string{"extensions[2].turn_timeout_ms"}},

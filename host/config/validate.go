@@ -159,6 +159,11 @@ func (f *File) validateExtensions(p *problems) {
 		}
 		if e.MaxInstances < 0 || e.MaxInstances > MaxInstances {
 			p.add(key+".max_instances", "%d out of range 0..%d (0 = no cap)", e.MaxInstances, MaxInstances)
+		} else if n := f.toolBindings(e.Ref()); e.MaxInstances > 0 && n > e.MaxInstances {
+			// A run may call tools of every entry and is admitted with
+			// one unit per entry: it would never fit, and with a queue it
+			// would wait for ever.
+			p.add(key+".max_instances", "%d is below the %d [[tools]] entries bound to %s: a run using tools of each needs one instance per entry", e.MaxInstances, n, e.Ref())
 		}
 		if e.InstanceIdleMs < 0 || e.InstanceIdleMs > MaxInstanceIdleMs {
 			p.add(key+".instance_idle_ms", "%d out of range 0..%d (0 = 30000)", e.InstanceIdleMs, MaxInstanceIdleMs)
@@ -346,4 +351,17 @@ func (f *File) refs() []string {
 		r[i] = e.Ref()
 	}
 	return r
+}
+
+// toolBindings counts the [[tools]] entries bound to extension ref: each
+// is a tool set of its own, and a run holds one instance per tool set it
+// may call.
+func (f *File) toolBindings(ref string) int {
+	n := 0
+	for _, t := range f.Tools {
+		if t.Extension == ref {
+			n++
+		}
+	}
+	return n
 }
