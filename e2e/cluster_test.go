@@ -268,3 +268,45 @@ func TestJetStreamBackendMatrix(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterCredentials: a host on a JetStream server that requires
+// authentication starts with the credentials file of host.toml and
+// serves sessions from it; a missing credentials file stops serve with
+// the key and the file named.
+func TestClusterCredentials(t *testing.T) {
+	js, creds := natstest.StartWithCredentials(t)
+	s := clusterSite(t, js.URL, "E2EC", false)
+	appendCredentials := func(path string) {
+		t.Helper()
+		doc, err := os.ReadFile(s.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(string(doc), "bucket_prefix = \"E2EC\"\n", fmt.Sprintf("bucket_prefix = \"E2EC\"\ncredentials = %q\n", path), 1)
+		if err := os.WriteFile(s.config, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	original, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendCredentials("missing.creds")
+	if code, _, stderr := adhost(t, "serve", "--config", s.config, "--listen", "127.0.0.1:0"); code == 0 ||
+		!strings.Contains(stderr, "store.jetstream.credentials") || !strings.Contains(stderr, "missing.creds") {
+		t.Fatalf("missing credentials file: exit %d:\n%s", code, stderr)
+	}
+	if err := os.WriteFile(s.config, original, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	appendCredentials(creds)
+	srv := startServer(t, s)
+	c := clusterClient(t, srv, s)
+	snap, err := c.CreateSession(t.Context(), &client.SessionCreate{Provider: fixtureProvider, Model: fixtureModel, Mode: client.SessionModeNative})
+	if err != nil {
+		t.Fatalf("session on the authenticated store: %v", err)
+	}
+	if got, err := c.ReadSession(t.Context(), snap.Session.ID); err != nil || got.Session.ID != snap.Session.ID {
+		t.Fatalf("read back: %+v %v", got, err)
+	}
+}

@@ -43,6 +43,9 @@ func (h *cliHost) openDurable(ctx context.Context, cfg *config.File, log *slog.L
 		URLs: j.URL, CredentialsFile: j.Credentials, Replicas: j.Replicas, BucketPrefix: j.BucketPrefix,
 		Name: "adhost " + id, Logger: log,
 	})
+	if errors.Is(err, jetstream.ErrCredentials) {
+		return fmt.Errorf("store.jetstream.credentials: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("store.jetstream: %w", err)
 	}

@@ -1,15 +1,18 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -124,6 +127,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}),
 	}
 	if o.CredentialsFile != "" {
+		if err := checkCredentials(o.CredentialsFile); err != nil {
+			return nil, err
+		}
 		opts = append(opts, nats.UserCredentials(o.CredentialsFile))
 	}
 	nc, err := nats.Connect(strings.Join(o.URLs, ","), opts...)
@@ -137,6 +143,27 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ErrCredentials: the credentials file cannot be read or holds no user
+// JWT and seed. Open checks it before connecting, so a host fails at
+// start with the file named rather than with a connection error.
+var ErrCredentials = errors.New("jetstream: credentials file")
+
+// checkCredentials reads a .creds file: a user JWT and an nkey seed, in
+// the decorated form nsc writes. Nothing of it reaches a message.
+func checkCredentials(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w %s: %v", ErrCredentials, path, errors.Unwrap(err))
+	}
+	if _, err := jwt.ParseDecoratedJWT(b); err != nil || !bytes.Contains(b, []byte("BEGIN NATS USER JWT")) {
+		return fmt.Errorf("%w %s: no user JWT in it (want a .creds file, as nsc writes)", ErrCredentials, path)
+	}
+	if kp, err := jwt.ParseDecoratedNKey(b); err != nil || kp == nil {
+		return fmt.Errorf("%w %s: no user nkey seed in it (want a .creds file, as nsc writes)", ErrCredentials, path)
+	}
+	return nil
 }
 
 // redact keeps user information out of messages.

@@ -7,10 +7,15 @@ package natstest
 import (
 	"fmt"
 	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // Server is an embedded JetStream server.
@@ -39,7 +44,15 @@ func Start(t testing.TB, dir string) *Server {
 // dir. Writes are synced before they are acknowledged (sync_interval
 // "always"), so a kill of the server loses nothing acknowledged.
 func New(dir string, port int) (*Server, error) {
-	opts := &server.Options{
+	s := &Server{opts: baseOptions(dir, port)}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func baseOptions(dir string, port int) *server.Options {
+	return &server.Options{
 		ServerName: "adhost-test",
 		Host:       "127.0.0.1",
 		Port:       port,
@@ -51,13 +64,6 @@ func New(dir string, port int) (*Server, error) {
 		// Enough for the largest job record a test writes.
 		MaxPayload: 8 << 20,
 	}
-	s := &Server{opts: opts}
-	if err := s.start(); err != nil {
-		return nil, err
-	}
-	// A restart listens where the clients reconnect to.
-	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
-	return s, nil
 }
 
 func (s *Server) start() error {
@@ -72,6 +78,8 @@ func (s *Server) start() error {
 	}
 	s.srv = srv
 	s.URL = srv.ClientURL()
+	// A restart listens where the clients reconnect to.
+	s.opts.Port = srv.Addr().(*net.TCPAddr).Port
 	return nil
 }
 
@@ -89,4 +97,128 @@ func (s *Server) Shutdown() {
 func (s *Server) Restart() error {
 	s.Shutdown()
 	return s.start()
+}
+
+// StartWithCredentials starts a server in operator mode (decentralised
+// JWT authentication, as a managed NATS deployment runs): one account
+// with JetStream enabled and one user of it, whose credentials file
+// (.creds: the user JWT and its nkey seed) it writes into the test's temp
+// directory and returns. A connection without it is refused.
+func StartWithCredentials(t testing.TB) (*Server, string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	okp, err := nkeys.CreateOperator()
+	must(err)
+	opub, _ := okp.PublicKey()
+	skp, err := nkeys.CreateAccount()
+	must(err)
+	spub, _ := skp.PublicKey()
+	oc := jwt.NewOperatorClaims(opub)
+	oc.Name = "adhost-test"
+	oc.SystemAccount = spub
+	sysc := jwt.NewAccountClaims(spub)
+	sysc.Name = "SYS"
+	sysJWT, err := sysc.Encode(okp)
+	must(err)
+	akp, err := nkeys.CreateAccount()
+	must(err)
+	apub, _ := akp.PublicKey()
+	ac := jwt.NewAccountClaims(apub)
+	ac.Name = "adhost"
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	accJWT, err := ac.Encode(okp)
+	must(err)
+	ukp, err := nkeys.CreateUser()
+	must(err)
+	upub, _ := ukp.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = "adhost-host"
+	userJWT, err := uc.Encode(akp)
+	must(err)
+	seed, _ := ukp.Seed()
+	creds, err := jwt.FormatUserConfig(userJWT, seed)
+	must(err)
+	path := filepath.Join(t.TempDir(), "adhost.creds")
+	must(os.WriteFile(path, creds, 0o600))
+
+	resolver := &server.MemAccResolver{}
+	must(resolver.Store(spub, sysJWT))
+	must(resolver.Store(apub, accJWT))
+	opts := baseOptions(t.TempDir(), -1)
+	opts.TrustedOperators = []*jwt.OperatorClaims{oc}
+	opts.AccountResolver = resolver
+	opts.SystemAccount = spub
+	s := &Server{opts: opts}
+	must(s.start())
+	t.Cleanup(s.Shutdown)
+	return s, path
+}
+
+// StartCluster starts a JetStream cluster of n servers in the process
+// (routes on loopback, a temp store directory each) and waits until it
+// has a meta leader, so streams with replicas up to n can be created. It
+// returns the servers; any one's URL reaches the cluster.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	var routes []*url.URL
+	for _, p := range ports {
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	servers := make([]*Server, n)
+	errs := make(chan error, n)
+	for i := range servers {
+		opts := baseOptions(t.TempDir(), -1)
+		opts.ServerName = fmt.Sprintf("adhost-test-%d", i+1)
+		opts.Cluster = server.ClusterOpts{Name: "adhost-test", Host: "127.0.0.1", Port: ports[i]}
+		opts.Routes = routes
+		servers[i] = &Server{opts: opts}
+		go func() { errs <- servers[i].start() }()
+	}
+	for range servers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range servers {
+		t.Cleanup(s.Shutdown)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready := 0
+		for _, s := range servers {
+			if s.srv.JetStreamIsClustered() && s.srv.JetStreamIsCurrent() {
+				ready++
+			}
+		}
+		if ready == n && anyLeader(servers) {
+			return servers
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("natstest: the cluster elected no meta leader")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func anyLeader(servers []*Server) bool {
+	for _, s := range servers {
+		if s.srv.JetStreamIsLeader() {
+			return true
+		}
+	}
+	return false
 }
