@@ -87,6 +87,9 @@ func (rl *cliReloader) reload(ctx context.Context) (err error) {
 	if key := restartOnly(rl.cfg, cfg); key != "" {
 		return fmt.Errorf("[%s] changed: that needs a restart (the listener, TLS files, store and durable-state settings are opened once)", key)
 	}
+	if err := retrievalReloadCheck(rl.cfg, cfg); err != nil {
+		return err
+	}
 	tokens, err := cliTokens(cfg, rl.log)
 	if err != nil {
 		return err

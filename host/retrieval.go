@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"time"
 	"unicode/utf8"
 
@@ -179,6 +180,23 @@ func cliRetrieval(ctx context.Context, cfg *config.File, h *cliHost, log *slog.L
 		features = append(features[:len(features):len(features)], pdfFeature)
 	}
 	return svc, features, nil
+}
+
+// retrievalReloadCheck refuses a reload that changes or removes the pin
+// of an extension a [[retrieval.embedders]] entry uses. [retrieval] is
+// opened once (a change to it needs a restart) and its service holds the
+// embedders' instances; a reload would retire the old extension under
+// it, and every later embedding call would fail.
+func retrievalReloadCheck(old, cur *config.File) error {
+	if old.Retrieval == nil {
+		return nil
+	}
+	for i, e := range old.Retrieval.Embedders {
+		if !reflect.DeepEqual(extensionPin(old, e.Extension), extensionPin(cur, e.Extension)) {
+			return fmt.Errorf("extension %s serves retrieval.embedders[%d] (%q): changing or removing its pin needs a restart", e.Extension, i, e.ID)
+		}
+	}
+	return nil
 }
 
 // cliEmbeddingUsage meters embedding calls on their own (§6.5): each
