@@ -5,8 +5,8 @@
 #
 # Each host gets a copy of CONFIG with [store] backend = "jetstream" and
 # its own local directory (usage records, qualification reports and the
-# compiled-module cache stay local); host B has [jobs] off, since durable
-# jobs run on one host of a JetStream store at a time. Relative paths of
+# compiled-module cache stay local); both run durable jobs, each job on
+# the host whose worker took its lease. Relative paths of
 # CONFIG are made absolute so the copies can live in data/cluster/.
 set -eu
 config=${1:-host.toml}
@@ -29,7 +29,7 @@ write() { # write OUT JOBS: CONFIG on JetStream, [jobs] enabled = JOBS
 	' "$config" > "$1"
 }
 write "$dir/host-a.toml" true
-write "$dir/host-b.toml" false
+write "$dir/host-b.toml" true
 
 pids=
 cleanup() {
@@ -45,9 +45,10 @@ bin/adhost serve --config "$dir/host-a.toml" --data "$dir/a" --listen "$a" &
 pids="$pids $!"
 bin/adhost serve --config "$dir/host-b.toml" --data "$dir/b" --listen "$b" &
 pids="$pids $!"
-echo "cluster: JetStream nats://$nats; host A http://$a (jobs), host B http://$b; token: $root/data/dev.token"
+echo "cluster: JetStream nats://$nats; host A http://$a, host B http://$b (both run jobs); token: $root/data/dev.token"
 echo "  create a session on A:   curl -s -H \"Authorization: Bearer \$(cat data/dev.token)\" -H 'Content-Type: application/json' -d '{\"provider\":\"fixture\",\"model\":\"fixture-model\",\"mode\":\"native\"}' http://$a/v1/sessions/create"
 echo "  read it on B:            curl -s -H \"Authorization: Bearer \$(cat data/dev.token)\" -H 'Content-Type: application/json' -d '{\"id\":\"ID\"}' http://$b/v1/sessions/read"
+echo "  a job on A, read on B:   adhost jobs submit --url http://$a ...; adhost jobs read --url http://$b ID"
 # The first of the three to exit (a host that failed to start, Ctrl-C)
 # ends the cluster.
 wait -n
