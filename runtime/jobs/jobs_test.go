@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -854,5 +855,141 @@ func TestLeaseLost(t *testing.T) {
 	_ = s1.Stop(context.Background()) // its run ends; nothing reaches the log
 	if after := types(allEvents(t, s2, alice, j.ID)); after != before {
 		t.Fatalf("old owner wrote after losing the lease: %s, was %s", after, before)
+	}
+}
+
+// Two workers on one store (two hosts): every job runs exactly once, on
+// one of them, both take part, and each reads the other's jobs.
+func TestTwoWorkersShareTheQueue(t *testing.T) {
+	h := newHarness(t)
+	o := h.options()
+	o.MaxJobs, o.MaxJobsPerSubject = 1000, 1000
+	o1, o2 := o, o
+	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
+	s1, s2 := h.open(o1), h.open(o2)
+	s1.Start()
+	s2.Start()
+	users := []*runtime.Principal{h.user("a", "subject-a", "submit", "read"), h.user("b", "subject-b", "submit", "read"), h.user("c", "subject-c", "submit", "read")}
+	var ids []string
+	for i := range 60 {
+		s := []*Service{s1, s2}[i%2]
+		info, err := s.Submit(context.Background(), users[i%3], fmt.Sprintf("k%d", i), req("tool", "count"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	owners := map[string]int{}
+	for i, id := range ids {
+		info := wait(t, []*Service{s2, s1}[i%2], users[i%3], id, terminal)
+		if info.State != StateCompleted {
+			t.Fatalf("job %d: %+v", i, info)
+		}
+		e, _ := h.store.Get(context.Background(), recordKey(id))
+		var r record
+		_ = json.Unmarshal(e.Value, &r)
+		owners[r.Owner]++
+		if got := types(allEvents(t, s1, users[i%3], id)); strings.Count(got, "run.started") != 1 || strings.Count(got, "tool.called") != 1 {
+			t.Fatalf("job %d events: %s", i, got)
+		}
+	}
+	if n := h.tools.n.Load(); n != int64(len(ids)) {
+		t.Fatalf("the tool ran %d times for %d jobs", n, len(ids))
+	}
+	if owners["worker-1"] == 0 || owners["worker-2"] == 0 {
+		t.Errorf("one worker took every job: %v", owners)
+	}
+	// Nothing is left behind: no queue entries, no cancel signals.
+	for _, p := range []string{prefixQueue, prefixCancel} {
+		if es, _ := h.store.List(context.Background(), p, "", 0); len(es) != 0 {
+			t.Errorf("%s: %d keys left", p, len(es))
+		}
+	}
+}
+
+// A job running on one worker is cancelled from the other: the request is
+// persisted at once, and the running worker stops the run.
+func TestCancelAcrossWorkers(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read", "cancel")
+	o1, o2 := h.options(), h.options()
+	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
+	s1, s2 := h.open(o1), h.open(o2)
+	s1.Start() // only s1 dispatches
+	j, err := s2.Submit(context.Background(), alice, "k", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s2, alice, j.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	c, err := s2.Cancel(context.Background(), alice, j.ID)
+	if err != nil || !c.CancelRequested || c.State != StateRunning {
+		t.Fatalf("cancel from the other worker: %+v %v", c, err)
+	}
+	done := wait(t, s2, alice, j.ID, terminal)
+	if done.State != StateCancelled || !done.CancelRequested {
+		t.Fatalf("after cancel: %+v", done)
+	}
+	if got := types(allEvents(t, s2, alice, j.ID)); !strings.HasSuffix(got, ",run.cancelled") {
+		t.Fatalf("events %s", got)
+	}
+	// A queued job is cancelled at once by the worker asked, even while
+	// the other dispatches.
+	q, err := s2.Submit(context.Background(), alice, "q", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc, err := s2.Cancel(context.Background(), alice, q.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qc.State == StateRunning {
+		wait(t, s2, alice, q.ID, terminal)
+	} else if qc.State != StateCancelled {
+		t.Fatalf("cancel queued: %+v", qc)
+	}
+}
+
+// A worker that dies (no Stop) holding a running job: the other worker
+// interrupts it once the job's lease has lapsed, and runs the dead
+// worker's queued jobs.
+func TestSurvivorInterruptsAfterLease(t *testing.T) {
+	h := newHarness(t)
+	var skew atomic.Int64
+	h.store.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	alice := h.user("a1", "alice", "submit", "read")
+	o1, o2 := h.options(), h.options()
+	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
+	o1.Workers = 1
+	o1.Lease, o2.Lease = 600*time.Millisecond, 600*time.Millisecond
+	ps := &partitioned{Memory: h.store}
+	o1.Store = ps
+	s1 := h.open(o1)
+	s1.Start()
+	running, err := s1.Submit(context.Background(), alice, "run", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s1, alice, running.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	queued, err := s1.Submit(context.Background(), alice, "queued", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := h.open(o2)
+	s2.Start()
+	// While worker-1's lease holds, the job stays running.
+	time.Sleep(100 * time.Millisecond)
+	if info, _ := s2.Read(context.Background(), alice, running.ID); info.State != StateRunning {
+		t.Fatalf("interrupted while its lease held: %+v", info)
+	}
+	if q := wait(t, s2, alice, queued.ID, terminal); q.State != StateCompleted {
+		t.Fatalf("the queued job: %+v", q)
+	}
+	ps.cut.Store(true)                 // worker-1 stops renewing
+	skew.Store(int64(4 * time.Second)) // and its lease (3 s) lapses
+	info := wait(t, s2, alice, running.ID, terminal)
+	evs := allEvents(t, s2, alice, running.ID)
+	last := evs[len(evs)-1]
+	if info.State != StateInterrupted || last["type"] != "run.failed" || last["error"].(map[string]any)["code"] != "JOB_INTERRUPTED" {
+		t.Fatalf("after the lease lapsed: %+v %v", info, last)
 	}
 }
