@@ -6,9 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"adhost/internal/vendorsim"
+	"adhost/runtime"
+	"adhost/store"
 )
 
 // TestRetrievalOpenAIEmbeddings: a corpus on the openai-embeddings
@@ -103,5 +107,39 @@ version = "passages-v1"
 	// The local-hashing corpus beside it is untouched.
 	if st, body := retrievalPost(t, srv, s.token, "/v1/retrieval/search", `{"corpus":"docs","query":"anything"}`); st != 200 {
 		t.Errorf("docs search: %d %s", st, body)
+	}
+
+	// The binary metered both embedding calls that succeeded on their own,
+	// under the embedding account with the provider's token counts, and
+	// wrote no generation usage for them.
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("stop: %d", code)
+	}
+	st2, err := store.Open(filepath.Join(s.dir, "data"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	var recs []*runtime.EmbeddingUsageRecord
+	st2.EmbeddingUsage(t.Context(), time.Time{}, func(r *runtime.EmbeddingUsageRecord) bool {
+		if r.Corpus == "research" {
+			recs = append(recs, r)
+		}
+		return true
+	})
+	if len(recs) != 2 || recs[0].Operation != "index" || recs[1].Operation != "search" {
+		t.Fatalf("embedding usage %+v", recs)
+	}
+	for i, want := range []int64{11, 2} { // the simulator counts words: the one passage, the query
+		r := recs[i]
+		if r.AccountID != "research-api" || r.Provider != "research-embeddings" || r.Model != "text-embedding-3-small" ||
+			r.Subject != "dev-user" || r.InputTokens == nil || *r.InputTokens != want {
+			t.Errorf("record %d: %+v", i, r)
+		}
+	}
+	generation := 0
+	st2.Usage(t.Context(), time.Time{}, func(*runtime.UsageRecord) bool { generation++; return true })
+	if generation != 0 {
+		t.Errorf("%d generation usage records", generation)
 	}
 }
