@@ -51,6 +51,7 @@ func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger
 		HostID:            cfg.Usage.HostID,
 		LeaseOwner:        h.leaseOwner(),
 		Account:           account,
+		Evidence:          h.engine.ReauthorizeEvidence,
 		Retention:         time.Duration(j.RetentionMs) * time.Millisecond,
 		MaxJobs:           j.MaxJobs,
 		MaxJobsPerSubject: j.MaxJobsPerSubject,

@@ -31,7 +31,7 @@ const maxJobCursor = 1<<53 - 1
 // jobRequestFields are the extension fields a job request may name only to
 // be refused with JOB_REQUEST_UNSUPPORTED (§2.2), so the decoder must know
 // them; the rest of the request is /v1/runs' schema.
-var jobRequestFields = protocol.DecodeOptions{Session: true, Approvals: true, ApplicationTools: true, Attachments: true, OutputArtifact: true}
+var jobRequestFields = protocol.DecodeOptions{Session: true, Approvals: true, ApplicationTools: true, Attachments: true, OutputArtifact: true, Retrieval: true}
 
 // jobRoute returns the endpoint of one job operation, or nil (no route:
 // 404) when jobs are off.

@@ -53,6 +53,12 @@ type Options struct {
 	// Account returns the account id bound to a provider instance ("":
 	// none, JOB_ACCOUNT_REQUIRED).
 	Account func(provider string) string
+	// Evidence re-authorizes, for the reader, the evidence of a job whose
+	// request carries references or retrieval before its events are read
+	// (wire-context §11.2, wire-extensions §2.4):
+	// runtime.Engine.ReauthorizeEvidence, given the job's recorded result
+	// (nil: it did not complete). Nil: not checked.
+	Evidence func(ctx context.Context, p *runtime.Principal, req *protocol.RunRequest, runID string, recorded *protocol.RunResult) error
 
 	Retention         time.Duration // required, > 0
 	MaxJobs           int           // default 1000
@@ -899,6 +905,9 @@ func (s *Service) Events(ctx context.Context, p *runtime.Principal, id string, a
 	if after > cursor {
 		return Page{}, protocol.New(protocol.CodeInvalidJobCursor)
 	}
+	if err := s.checkEvidence(ctx, p, &r, cursor); err != nil {
+		return Page{}, err
+	}
 	var recs []durable.Record
 	if after < cursor {
 		if recs, err = s.st.Read(ctx, eventLog(id), after, limit, MaxPageBytes); err != nil {
@@ -1044,4 +1053,40 @@ func (s *Service) endQueuedLocked(ctx context.Context, j *job, typ string, pe *p
 		return storeError(err)
 	}
 	return nil
+}
+
+// checkEvidence is the evidence step of an events read (§2.4): a job
+// whose request carries references or retrieval shows no event before it
+// completed (CONTEXT_REPLAY_UNAVAILABLE, uncertain), and every page of a
+// completed one re-authorizes the recorded evidence for the reader first
+// (CONTEXT_NOT_FOUND, CONTEXT_CHANGED, INDEX_INCOMPATIBLE …). Status and
+// cancel do not ask.
+func (s *Service) checkEvidence(ctx context.Context, p *runtime.Principal, r *record, cursor uint64) error {
+	if s.o.Evidence == nil {
+		return nil
+	}
+	var req protocol.RunRequest
+	if err := json.Unmarshal(r.Request, &req); err != nil {
+		return storeError(err)
+	}
+	if !runtime.EvidenceBearing(&req) {
+		return nil
+	}
+	if r.State != StateCompleted || cursor == 0 {
+		return &protocol.Error{Code: protocol.CodeContextReplayUnavailable, Uncertain: true,
+			Message: "The job's evidence can be read once the job has completed."}
+	}
+	recs, err := s.st.Read(ctx, eventLog(r.ID), cursor-1, 1, MaxPageBytes)
+	if err != nil {
+		return storeError(err)
+	}
+	var last struct {
+		Type   string              `json:"type"`
+		Result *protocol.RunResult `json:"result"`
+	}
+	if len(recs) != 1 || json.Unmarshal(recs[0].Data, &last) != nil || last.Type != runtime.EventRunCompleted || last.Result == nil {
+		return &protocol.Error{Code: protocol.CodeContextReplayUnavailable, Uncertain: true,
+			Message: "The job's evidence was not recorded completely."}
+	}
+	return s.o.Evidence(ctx, p, &req, r.RunID, last.Result)
 }
