@@ -85,7 +85,12 @@
 //   - One subject per append means the server indexes every record's
 //     subject (some tens of bytes of memory each) until the log is
 //     deleted: bounded by the features' retention and capacity.
-//   - Deleted keys leave a delete marker (History 1 keeps only it), so
-//     revisions stay monotonic across re-creation; retention of jobs and
-//     sessions is the features' own sweep, as on Badger.
+//   - A delete is a purge (the key's value goes at once) whose marker
+//     expires after a minute (the bucket's LimitMarkerTTL, NATS 2.11 or
+//     later), so the keys the features delete all the time — job queue
+//     entries, cancel signals, expiry keys — do not pile up markers that
+//     every List of their prefix would walk. Revisions stay monotonic
+//     across re-creation either way (they are stream sequences). On an
+//     older server the markers stay, with a warning at Open. Retention
+//     of jobs and sessions is the features' own sweep, as on Badger.
 package jetstream

@@ -79,7 +79,14 @@ func (s *Store) Delete(ctx context.Context, key string, rev uint64) error {
 	if rev != 0 {
 		opts = append(opts, jetstream.LastRevision(rev))
 	}
-	if err := s.kv.Delete(ctx, encodeKey(key), opts...); err != nil {
+	del := s.kv.Delete
+	if s.markerTTL > 0 {
+		// A purge whose marker expires: deleted keys leave nothing
+		// behind for List to walk once the marker is gone.
+		opts = append(opts, jetstream.PurgeTTL(s.markerTTL))
+		del = s.kv.Purge
+	}
+	if err := del(ctx, encodeKey(key), opts...); err != nil {
 		if wrongLast(err) {
 			return durable.ErrRevision
 		}

@@ -65,7 +65,17 @@ type Store struct {
 	closed  atomic.Bool
 	timeout time.Duration
 	tails   tails // logs.go
+	// markerTTL is how long a deleted key's marker stays (0: for ever,
+	// on servers without per-message TTLs).
+	markerTTL time.Duration
 }
+
+// markerTTL bounds the life of a deleted key's marker: the features
+// delete keys all the time (job queue entries, cancel signals, expiry
+// keys, session and claim records), and a marker left for ever would be
+// walked by every List of its prefix. Nothing reads a marker once the
+// delete is acknowledged; a minute covers a watcher's catching up.
+const markerTTL = time.Minute
 
 var _ durable.Store = (*Store)(nil)
 
@@ -194,8 +204,18 @@ func (s *Store) setup(ctx context.Context) error {
 	kvc := jetstream.KeyValueConfig{Bucket: kvBucket(s.o.BucketPrefix), History: 1,
 		Storage: jetstream.FileStorage, Replicas: r,
 		Description: "adhost durable state: jobs, sessions, idempotency keys"}
-	if s.kv, err = s.bucket(ctx, kvc); err != nil {
+	kvc.LimitMarkerTTL = markerTTL
+	s.kv, err = s.bucket(ctx, kvc)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		s.log.Warn("jetstream: the server has no per-message TTLs (before 2.11): deleted keys leave markers that List reads until the bucket is purged")
+		kvc.LimitMarkerTTL = 0
+		s.kv, err = s.bucket(ctx, kvc)
+	}
+	if err != nil {
 		return err
+	}
+	if kvc.LimitMarkerTTL > 0 {
+		s.markerTTL = markerTTL
 	}
 	lc := jetstream.KeyValueConfig{Bucket: leaseBucket(s.o.BucketPrefix), History: 1,
 		Storage: jetstream.FileStorage, Replicas: r, Description: "adhost leases with fencing tokens"}
