@@ -113,6 +113,7 @@ func TestRetrievalPDFEndToEnd(t *testing.T) {
 		{"locked", pdfOf(t, "secret", []string{"hidden"}), 400, "PDF_ENCRYPTED"},
 		{"junk", []byte("%PDF-1.7\nnot really"), 400, "INVALID_DOCUMENT"},
 		{"cut", report[:len(report)/3], 400, "INVALID_DOCUMENT"},
+		{"blank-page", pdfOf(t, "", []string{"text"}, []string{}), 400, "OCR_REQUIRED"},
 		{"long", pdfOf(t, "", []string{"1"}, []string{"2"}, []string{"3"}, []string{"4"}, []string{"5"}, []string{"6"}), 400, "DOCUMENT_LIMIT"},
 	} {
 		st, body := ingest(c.id, c.data)

@@ -166,7 +166,7 @@ func cliRetrieval(ctx context.Context, cfg *config.File, h *cliHost, log *slog.L
 		if err != nil {
 			return nil, nil, err
 		}
-		opts.PDF, opts.PDFPages = x, r.PDFMaxPages
+		opts.PDF, opts.PDFPages, opts.PDFAllowEmptyPages = x, r.PDFMaxPages, r.PDFAllowEmptyPages
 	}
 	svc, err := retrieval.Open(ctx, h.store, corpora, opts)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 //	pdf_workers = 2                  # 1..16 PDFium instances at once
 //	pdf_memory_mib = 256             # 16..2048 MiB of memory per instance
 //	pdf_timeout_ms = 30000           # 1..600000 ms per document
+//	pdf_allow_empty_pages = false    # list pages without text instead of OCR_REQUIRED
 //
 //	[[retrieval.embedders]]          # an embedding instance of an embedder extension
 //	id = "local-hashing"
@@ -38,13 +39,17 @@ import (
 // Tokens reach a corpus through [tokens.grants] retrieval = { search =
 // ["docs"], index = […], delete = […] }.
 type Retrieval struct {
-	PDF          bool                       `toml:"pdf"`
-	PDFMaxPages  int                        `toml:"pdf_max_pages"`
-	PDFWorkers   int                        `toml:"pdf_workers"`
-	PDFMemoryMiB int                        `toml:"pdf_memory_mib"`
-	PDFTimeoutMs int                        `toml:"pdf_timeout_ms"`
-	Embedders    []Embedder                 `toml:"embedders"`
-	Corpora      map[string]RetrievalCorpus `toml:"corpora"`
+	PDF          bool `toml:"pdf"`
+	PDFMaxPages  int  `toml:"pdf_max_pages"`
+	PDFWorkers   int  `toml:"pdf_workers"`
+	PDFMemoryMiB int  `toml:"pdf_memory_mib"`
+	PDFTimeoutMs int  `toml:"pdf_timeout_ms"`
+	// PDFAllowEmptyPages is §6.5's allowEmptyPdfPages: a page without
+	// text (a blank or scanned page) is listed in pages.empty and skipped
+	// instead of failing the document with OCR_REQUIRED.
+	PDFAllowEmptyPages bool                       `toml:"pdf_allow_empty_pages"`
+	Embedders          []Embedder                 `toml:"embedders"`
+	Corpora            map[string]RetrievalCorpus `toml:"corpora"`
 }
 
 // Embedder is one [[retrieval.embedders]] instance.
@@ -148,6 +153,9 @@ func (f *File) validateRetrieval(p *problems) {
 				}
 			}
 		}
+	}
+	if _, set := f.pos["retrieval.pdf_allow_empty_pages"]; set && !r.PDF {
+		p.add("retrieval.pdf_allow_empty_pages", "set, but pdf-ingestion is off (pdf = true enables it)")
 	}
 	if r.PDF && len(r.Corpora) == 0 {
 		p.add("retrieval.pdf", "pdf-ingestion needs a corpus to ingest into ([retrieval.corpora.ID])")

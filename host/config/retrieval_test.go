@@ -111,6 +111,8 @@ func TestRetrievalPDFConfig(t *testing.T) {
 		{"pdf = true\npdf_timeout_ms = 600001\n", "retrieval.pdf_timeout_ms: 600001 out of range 1..600000"},
 		{"pdf_max_pages = 100\n", "host.toml:" + itoa(strings.Count(retrievalDoc, "\n")+3) + ": retrieval.pdf_max_pages: set, but pdf-ingestion is off"},
 		{"pdf = true\npdf_pages = 3\n", "retrieval.pdf_pages"},
+		{"pdf = true\npdf_allow_empty_pages = true\n", ""},
+		{"pdf_allow_empty_pages = false\n", "retrieval.pdf_allow_empty_pages: set, but pdf-ingestion is off"},
 	} {
 		doc := retrievalDoc + "\n[retrieval]\n" + c.add
 		f, err := Decode([]byte(doc), "")

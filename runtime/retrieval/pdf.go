@@ -26,10 +26,13 @@ const (
 // that has text, located by its 1-based page number. The input digest
 // covers the decoded bytes (§6.5 "over the original bytes").
 //
-// Pages without text are OCR_REQUIRED, a wholly scanned document too:
-// this host has no OCR adapter and no allowEmptyPdfPages policy, and a
+// Pages without text are OCR_REQUIRED (this host has no OCR adapter: a
 // client that sent a scanned page would rather hear what to do than find
-// the page silently missing (§6.5 step 2). The original-size bound is checked on the decoded bytes
+// it silently missing, §6.5 step 2), unless Options.PDFAllowEmptyPages
+// (allowEmptyPdfPages) lists them in pages.empty instead. A document
+// without any text is OCR_REQUIRED either way: §6.5 has it always fail,
+// and of its codes OCR_REQUIRED is the one that says why (a scan), where
+// EMPTY_DOCUMENT would suggest the file itself was empty. The original-size bound is checked on the decoded bytes
 // before PDFium sees them.
 func (s *Service) pdfSegments(ctx context.Context, d *document, m *Manifest) ([]segment, []byte, error) {
 	if s.opts.PDF == nil {
@@ -68,7 +71,12 @@ func (s *Service) pdfSegments(ctx context.Context, d *document, m *Manifest) ([]
 		m.ExtractedTextBytes += len(text)
 		segs = append(segs, segment{loc: Location{Page: i + 1}, text: text, firstLine: 1})
 	}
-	if len(m.Pages.Empty) > 0 {
+	switch {
+	case len(segs) == 0:
+		// No text at all fails whatever the policy: a scanned document
+		// needs OCR, which this host does not have.
+		return nil, nil, fail(CodeOCRRequired)
+	case len(m.Pages.Empty) > 0 && !s.opts.PDFAllowEmptyPages:
 		return nil, nil, fail(CodeOCRRequired)
 	}
 	return segs, data, nil

@@ -127,3 +127,30 @@ func TestIngestPDFErrors(t *testing.T) {
 		t.Fatalf("bound %d, %v", x.maxPages, err)
 	}
 }
+
+// TestIngestPDFAllowEmptyPages: with allowEmptyPdfPages a blank page is
+// listed in pages.empty and the others are indexed with their own page
+// numbers; a document of blank pages still fails.
+func TestIngestPDFAllowEmptyPages(t *testing.T) {
+	x := &fakePDF{pages: []string{"first", " \n", "third"}}
+	s, err := Open(context.Background(), durable.NewMemory(), []Corpus{testCorpus(&retrievaltest.Embedder{Dim: 32}, nil)}, Options{PDF: x, PDFAllowEmptyPages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ingest(t, s, pdfBody(base64.StdEncoding.EncodeToString([]byte("%PDF-1.7"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Ingestion.Pages; p.Total != 3 || len(p.Empty) != 1 || p.Empty[0] != 2 || res.Chunks != 2 {
+		t.Fatalf("pages %+v, chunks %d", p, res.Chunks)
+	}
+	r, _ := s.Find(t.Context(), principal("alice", "docs"), &SearchRequest{Corpus: "docs", Query: "third first", Limit: 16, MaxContextBytes: MaxContextBytes, MinScore: -1})
+	for _, h := range r.Hits {
+		if want := map[string]int{"first": 1, "third": 3}[h.Text]; h.Source.Location.Page != want {
+			t.Errorf("%q on page %d, want %d", h.Text, h.Source.Location.Page, want)
+		}
+	}
+	x.pages = []string{"", " "}
+	_, err = ingest(t, s, `{"corpus":"docs","document":{"type":"pdf","source":{"id":"scan","revision":"r1"},"mediaType":"application/pdf","data":"JVBERg=="}}`)
+	wantCode(t, "blank pages only", err, CodeOCRRequired)
+}

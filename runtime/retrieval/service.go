@@ -95,6 +95,9 @@ type Options struct {
 	PDF PDFExtractor
 	// PDFPages bounds a PDF's pages (0: DefaultPDFPages; at most MaxPDFPages).
 	PDFPages int
+	// PDFAllowEmptyPages is allowEmptyPdfPages (§6.5): pages without text
+	// are listed in pages.empty instead of failing with OCR_REQUIRED.
+	PDFAllowEmptyPages bool
 }
 
 // Service is the retrieval family over one store: corpora, their
