@@ -182,6 +182,7 @@ func TestTelemetryRedaction(t *testing.T) {
 		t.Error("no span has the request's traceparent as its parent")
 	}
 	metricNames := map[string]bool{}
+	progressDims := map[string]bool{} // kind/outcome/phase of agenticdriver.progress
 	for _, b := range rc.metrics {
 		var req collmetrics.ExportMetricsServiceRequest
 		if err := proto.Unmarshal(b, &req); err != nil {
@@ -191,6 +192,16 @@ func TestTelemetryRedaction(t *testing.T) {
 			for _, sm := range rm.ScopeMetrics {
 				for _, m := range sm.Metrics {
 					metricNames[m.Name] = true
+					if m.Name != "agenticdriver.progress" {
+						continue
+					}
+					for _, dp := range m.GetSum().GetDataPoints() {
+						dims := map[string]string{}
+						for _, kv := range dp.Attributes {
+							dims[kv.Key] = kv.Value.GetStringValue()
+						}
+						progressDims[dims["kind"]+"/"+dims["outcome"]+"/"+dims["phase"]] = true
+					}
 				}
 			}
 		}
@@ -199,6 +210,10 @@ func TestTelemetryRedaction(t *testing.T) {
 		if !metricNames[n] {
 			t.Errorf("no %s metric (got %v)", n, metricNames)
 		}
+	}
+	// The cancelled run reported model progress once admitted.
+	if !progressDims["run/cancelled/model"] {
+		t.Errorf("agenticdriver.progress has no kind=run outcome=cancelled phase=model point (got %v)", progressDims)
 	}
 }
 

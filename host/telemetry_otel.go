@@ -287,7 +287,7 @@ func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtime
 		sp.setStr("agenticdriver.provider", req.provider)
 		sp.setStr("agenticdriver.model", req.model)
 	}
-	rt := &runTrace{t: t, run: sp}
+	rt := &runTrace{t: t, run: sp, op: op}
 	if !t.names {
 		return typesOnlyTrace{rt}
 	}
@@ -345,10 +345,32 @@ type runtimeRequest struct{ provider, model string }
 type runTrace struct {
 	t                 *Telemetry
 	run               *span
+	op                string // the operation kind: run or job
 	queue, step, tool *span
 	spans, dropped    int
-	mu                sync.Mutex
-	ended             bool
+	// progress counts the run's progress records by phase (progressPhases)
+	// for the agenticdriver.progress counter, added at the run's end.
+	progress [3]int64
+	mu       sync.Mutex
+	ended    bool
+}
+
+// progressPhases are the phases of run.progress (wire-core §5): model
+// while the provider works, tool while a tool runs, context while context
+// is resolved (before the first step).
+var progressPhases = [3]string{"model", "tool", "context"}
+
+// phase is the phase of a progress record now, from the spans open: the
+// event's own phase field is not read, since a JSON-mode run's events
+// carry no data for telemetry (typesOnlyTrace).
+func (rt *runTrace) phase() int {
+	switch {
+	case rt.tool != nil:
+		return 1
+	case rt.queue != nil: // admitted, no step yet: context resolution
+		return 2
+	}
+	return 0
 }
 
 func (rt *runTrace) child(name string, kind tracepb.Span_SpanKind) *span {
@@ -400,7 +422,7 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		rt.endSpan(&rt.tool)
 	case runtime.EventRunProgress:
 		if rt.t.level >= levelProgress {
-			rt.t.prog.Add(context.Background(), 1)
+			rt.progress[rt.phase()]++
 		}
 	case runtime.EventRunCompleted, runtime.EventRunFailed, runtime.EventRunCancelled:
 		rt.endSpan(&rt.queue)
@@ -410,6 +432,17 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		rt.run.setStr("agenticdriver.outcome", outcome)
 		rt.run.setInt("agenticdriver.dropped_spans", int64(rt.dropped))
 		rt.run.setOK(ev.Type == runtime.EventRunCompleted)
+		// agenticdriver.progress has the dimensions kind, outcome and phase
+		// (wire-extensions §11.2): a progress record's outcome is its
+		// run's, known only now, so the run's records are counted at its
+		// end (an unconfirmed reading; the records themselves are
+		// rate-limited by the engine, ≤ 1 a second).
+		for i, n := range rt.progress {
+			if n > 0 {
+				rt.t.prog.Add(context.Background(), n, metric.WithAttributes(
+					attribute.String("kind", rt.op), attribute.String("outcome", outcome), attribute.String("phase", progressPhases[i])))
+			}
+		}
 		rt.t.rec.end(rt.run, time.Now())
 		rt.run = nil
 		rt.ended = true
