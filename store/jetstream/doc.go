@@ -45,8 +45,9 @@
 // 2.3 ms (Badger 0.08 ms).
 //
 // Leases (kv.go) are compare-and-set writes of one record each; the
-// fencing token of an acquisition is the revision of the record it
-// replaced, which grows with every acquisition. Expiry is the record's
+// fencing token of an acquisition is the revision of its own write, which
+// grows with every acquisition; a release purges the record (its marker
+// expires), so a lease per job does not stay in the bucket. Expiry is the record's
 // time, compared with the clock of the host that reads it: hosts sharing
 // a store need synchronised clocks (NTP), well within a lease.
 //

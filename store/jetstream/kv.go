@@ -154,10 +154,12 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]du
 
 // Leases: one key of the lease bucket per lease, its value the holder,
 // the fencing token and the expiry. The token of an acquisition is the
-// revision of the record it replaced (compare-and-set on that revision):
-// the next acquisition replaces a later record, whose revision is larger
-// than the write that made this one, so tokens grow with every
-// acquisition. A lease never acquired is first written released.
+// revision of the acquiring write itself (a Create of an absent record,
+// or a compare-and-set over the current one): it cannot be known before
+// the write, so the acquiring record stores token 0, read as "this
+// record's revision", and a renewal writes it explicitly. Revisions are
+// the bucket stream's sequences, so every acquisition's token is larger
+// than any earlier one of the name, and an acquisition is one write.
 //
 // Expiry is compared with the acquiring host's clock: hosts sharing a
 // store need clocks within a small fraction of the lease.
@@ -192,6 +194,9 @@ func (s *Store) readLease(ctx context.Context, k string) (leaseValue, uint64, er
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
 		return leaseValue{}, 0, errors.New("jetstream: lease record not written by this backend")
 	}
+	if v.Owner != "" && v.Token == 0 {
+		v.Token = e.Revision() // written by the acquisition: its own revision
+	}
 	return v, e.Revision(), nil
 }
 
@@ -204,23 +209,22 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	k := encodeKey(name)
 	for range maxLeaseRaces {
 		v, rev, err := s.readLease(ctx, k)
-		if errors.Is(err, durable.ErrNotFound) {
-			b, _ := json.Marshal(leaseValue{})
-			if _, err := s.leases.Create(ctx, k, b); err != nil && !wrongLast(err) {
-				return durable.Lease{}, s.fail(err)
-			}
-			continue
-		}
-		if err != nil {
+		absent := errors.Is(err, durable.ErrNotFound)
+		if err != nil && !absent {
 			return durable.Lease{}, err
 		}
 		now := s.o.Now()
-		if v.Owner != "" && v.Owner != owner && now.UnixNano() < v.Expires {
+		if !absent && v.Owner != "" && v.Owner != owner && now.UnixNano() < v.Expires {
 			return v.lease(name), durable.ErrHeld
 		}
-		nv := leaseValue{Owner: owner, Token: rev, Expires: now.Add(ttl).UnixNano()}
+		nv := leaseValue{Owner: owner, Expires: now.Add(ttl).UnixNano()}
 		b, _ := json.Marshal(nv)
-		if _, err := s.leases.Update(ctx, k, b, rev); err != nil {
+		if absent {
+			nv.Token, err = s.leases.Create(ctx, k, b)
+		} else {
+			nv.Token, err = s.leases.Update(ctx, k, b, rev)
+		}
+		if err != nil {
 			if wrongLast(err) {
 				continue
 			}
@@ -270,9 +274,43 @@ func (s *Store) Renew(ctx context.Context, name string, token uint64, ttl time.D
 	})
 }
 
+// Release frees the lease. Where markers expire (markerTTL), the record
+// is purged rather than rewritten as released: features name a lease per
+// job, and a released record kept for ever per job would grow the bucket
+// without bound. Tokens stay monotonic: the next acquisition writes a new
+// record first, whose revision (a stream sequence) is larger than any
+// earlier token, and a holder of the old token finds no record (fenced).
 func (s *Store) Release(ctx context.Context, name string, token uint64) error {
-	_, err := s.change(ctx, name, token, func(v leaseValue) leaseValue {
-		return leaseValue{Token: v.Token}
-	})
-	return err
+	if s.markerTTL == 0 {
+		_, err := s.change(ctx, name, token, func(v leaseValue) leaseValue {
+			return leaseValue{Token: v.Token}
+		})
+		return err
+	}
+	ctx, cancel, err := s.op(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	k := encodeKey(name)
+	for range maxLeaseRaces {
+		v, rev, err := s.readLease(ctx, k)
+		if errors.Is(err, durable.ErrNotFound) {
+			return durable.ErrFenced
+		}
+		if err != nil {
+			return err
+		}
+		if v.Token != token || v.Owner == "" {
+			return durable.ErrFenced
+		}
+		err = s.leases.Purge(ctx, k, jetstream.LastRevision(rev), jetstream.PurgeTTL(s.markerTTL))
+		if err == nil {
+			return nil
+		}
+		if !wrongLast(err) {
+			return s.fail(err)
+		}
+	}
+	return errors.New("jetstream: lease contended")
 }

@@ -219,6 +219,7 @@ func (s *Store) setup(ctx context.Context) error {
 	}
 	lc := jetstream.KeyValueConfig{Bucket: leaseBucket(s.o.BucketPrefix), History: 1,
 		Storage: jetstream.FileStorage, Replicas: r, Description: "adhost leases with fencing tokens"}
+	lc.LimitMarkerTTL = s.markerTTL
 	if s.leases, err = s.bucket(ctx, lc); err != nil {
 		return err
 	}
