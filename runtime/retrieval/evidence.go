@@ -93,7 +93,12 @@ func (p *runPlan) Retrieve(ctx context.Context, exec runtime.ContextExec) (*runt
 		return nil, protocol.Wrap(protocol.CodeInternalError, err)
 	}
 	snap := snapshotOf(res)
-	set.Recheck = func(ctx context.Context, pr *runtime.Principal) error { return p.s.recheck(pr, snap) }
+	set.Recheck = func(ctx context.Context, pr *runtime.Principal) error {
+		// The run's principal is the one it started with; the re-check
+		// asks the grants as they are now (SetPrincipals): a credential no
+		// longer configured is nil, FORBIDDEN in grant.
+		return p.s.recheck(p.s.principalNow(pr), snap)
+	}
 	return set, nil
 }
 

@@ -209,6 +209,19 @@ func TestRunWithRetrieval(t *testing.T) {
 // deleted document CONTEXT_NOT_FOUND — after one step, never a second.
 func TestRetrievalRecheck(t *testing.T) {
 	alice := runPrincipal("alice", "docs")
+	alice.CredentialDigest = "alice-credential"
+	// now installs what the configuration holds for alice's credential
+	// after a reload (SetPrincipals).
+	now := func(p *runtime.Principal) func(*Service) {
+		return func(s *Service) {
+			s.SetPrincipals(func(d string) *runtime.Principal {
+				if d != alice.CredentialDigest {
+					t.Errorf("looked up credential %q", d)
+				}
+				return p
+			})
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		hook func(*Service)
@@ -225,6 +238,9 @@ func TestRetrievalRecheck(t *testing.T) {
 		{"unrelated change", func(s *Service) {
 			s.Put(context.Background(), alice, &IndexRequest{Corpus: "docs", Source: Source{ID: "other", Revision: "r2"}, Chunks: []Chunk{{ID: "other-2", Text: "Gardens again."}}}, nil)
 		}, ""},
+		{"grant revoked by a reload", now(runPrincipal("alice", "elsewhere")), protocol.CodeForbidden},
+		{"credential removed by a reload", now(nil), protocol.CodeForbidden},
+		{"grant kept by a reload", now(runPrincipal("alice", "docs")), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newEvidenceEnv(t, tc.hook, nil)

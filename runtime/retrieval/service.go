@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"adhost/abi"
 	"adhost/runtime"
@@ -107,6 +108,36 @@ type Service struct {
 	kv      durable.KV
 	opts    Options
 	corpora map[string]*corpus
+	// current re-resolves a credential's principal as the configuration
+	// now has it (SetPrincipals); nil: a principal is taken as given.
+	current atomic.Pointer[func(credentialDigest string) *runtime.Principal]
+}
+
+// SetPrincipals installs the lookup of a credential's current principal by
+// its digest (Principal.CredentialDigest), nil when no configured token has
+// it any more. The token grant is this host's authorizer, so a reload that
+// withdraws a corpus is a revocation: the re-check of a run's evidence
+// before each model step and before run.completed (§6.3) asks the current
+// grants, not the ones the run started with, and a run whose credential
+// lost the corpus (or is gone) fails FORBIDDEN before its next step.
+// Without it (or for a principal without a digest) the run's own
+// principal is checked.
+func (s *Service) SetPrincipals(resolve func(credentialDigest string) *runtime.Principal) {
+	if resolve == nil {
+		s.current.Store(nil)
+		return
+	}
+	s.current.Store(&resolve)
+}
+
+// principalNow is p as the configuration has it now: nil when its
+// credential is no longer configured.
+func (s *Service) principalNow(p *runtime.Principal) *runtime.Principal {
+	f := s.current.Load()
+	if f == nil || p == nil || p.CredentialDigest == "" {
+		return p
+	}
+	return (*f)(p.CredentialDigest)
 }
 
 type corpus struct {
