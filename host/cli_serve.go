@@ -137,6 +137,10 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	retr, retrFeatures := h.retr, h.retrFeatures       // opened by cliProvision: runs search it
 	jobFeatures = append(jobFeatures, retrFeatures...) // the server orders features itself
+	// Runs re-check their evidence against the grants a reload leaves.
+	if retr != nil {
+		retr.SetPrincipals(func(d string) *runtime.Principal { return srv.PrincipalByDigest(d) })
+	}
 	srv = NewServer(ServerOptions{
 		Engine:         h.engine,
 		Discovery:      h.discovery,
