@@ -128,14 +128,7 @@ func TestEvidenceReplay(t *testing.T) {
 	s := retrievalSite(t, "hash-ngram-256", 256)
 	appendSiteConfig(t, s, "[idempotency]\nenabled = true\n")
 	srv := startServer(t, s)
-	ingest := func(id, rev, text string) {
-		t.Helper()
-		tb, _ := json.Marshal(text)
-		if st, body := retrievalPost(t, srv, s.token, "/v1/retrieval/ingest",
-			`{"corpus":"docs","document":{"type":"text","source":{"id":"`+id+`","revision":"`+rev+`"},"mediaType":"text/plain","text":`+string(tb)+`}}`); st != 200 {
-			t.Fatalf("ingest %s@%s: %d %s", id, rev, st, body)
-		}
-	}
+	ingest := func(id, rev, text string) { t.Helper(); ingestText(t, srv, s.token, id, rev, text) }
 	ingest("guide", "g1", "The cell lasted 812 hours.\n")
 	ingest("notes", "n1", "Charging takes two hours.\n")
 	refRun := `{"provider":"fixture","model":"fixture-model","input":"echo:sources","idempotencyKey":"k-ref",` +

@@ -85,6 +85,17 @@ func protocolBody(t *testing.T, srv *server, token string) string {
 	return string(b)
 }
 
+// ingestText ingests a text/plain document over HTTP; a refusal fails the
+// test.
+func ingestText(t *testing.T, srv *server, token, id, rev, text string) {
+	t.Helper()
+	tb, _ := json.Marshal(text)
+	if st, body := retrievalPost(t, srv, token, "/v1/retrieval/ingest",
+		`{"corpus":"docs","document":{"type":"text","source":{"id":"`+id+`","revision":"`+rev+`"},"mediaType":"text/plain","text":`+string(tb)+`}}`); st != 200 {
+		t.Fatalf("ingest %s@%s: %d %s", id, rev, st, body)
+	}
+}
+
 func retrievalPost(t *testing.T, srv *server, token, path, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+path, strings.NewReader(body))
@@ -338,11 +349,7 @@ func TestRetrievalChangedMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ingest := func(rev string) {
-		t.Helper()
-		if st, b := retrievalPost(t, srv, s.token, "/v1/retrieval/ingest",
-			`{"corpus":"docs","document":{"type":"text","source":{"id":"guide","revision":"`+rev+`"},"mediaType":"text/plain","text":"Ticket T-1 is about the battery (`+rev+`)."}}`); st != 200 {
-			t.Fatalf("ingest %s: %d %s", rev, st, b)
-		}
+		ingestText(t, srv, s.token, "guide", rev, "Ticket T-1 is about the battery ("+rev+").")
 	}
 	for _, tc := range []struct {
 		name   string
