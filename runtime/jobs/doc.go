@@ -60,15 +60,19 @@
 //
 // # Order of writes, and why every crash point recovers
 //
-// Submit: (1) Create the key claim; (2) at once, reserve capacity (the two
-// counters) and Create the queue entry; (3) Create the record (queued);
-// (4) answer. A crash after (1) or (2) was never acknowledged: a
-// resubmission that finds the claim with the same fingerprint creates the
-// record itself (the id is in the claim); otherwise the maintenance sweep
-// deletes claims without a record once they are older than orphanAge, and
-// a worker taking an entry without a record deletes it after the same
-// age (younger ones may be a submission under way on another host). After
-// (3) the job exists and has its entry, so some worker will take it.
+// Submit: (1) at once (one round trip): Create the key claim, reserve
+// capacity (the two counters) and Create the queue entry under the new
+// id; (2) Create the record (queued); (3) answer. A submission that finds
+// the claim there already gives its reservation and entry back (a
+// resubmission briefly holds a slot it does not keep) and answers the
+// claimed job. A crash after (1) was never acknowledged: a resubmission
+// that finds the claim with the same fingerprint but no record creates
+// the record itself (the id is in the claim); otherwise the maintenance
+// sweep deletes claims without a record once they are older than
+// orphanAge, and a worker taking an entry without a record deletes it
+// after the same age (younger ones may be a submission under way on
+// another host). After (2) the job exists and has its entry, so some
+// worker will take it.
 //
 // Dispatch: (1) Acquire the job's lease; (2) Get the record: a queued one
 // is dispatched, anything else is settled (below); (3) the record goes

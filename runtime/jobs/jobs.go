@@ -655,58 +655,91 @@ func (s *Service) Submit(ctx context.Context, p *runtime.Principal, key string, 
 		Credential: p.CredentialDigest, HostID: s.o.HostID, AccountID: account,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	c, exists, err := s.claimKey(ctx, kh, claim{ID: rec.ID, Fingerprint: fp, Created: now})
-	if err != nil {
-		return Info{}, err
-	}
-	if exists {
-		if c.Fingerprint != fp {
-			return Info{}, protocol.New(protocol.CodeIdempotencyConflict)
-		}
-		if info, found, err := s.existing(ctx, c.ID); found || err != nil {
-			return info, err
-		}
-		rec.ID = c.ID // a claim whose record a crash (or error) left unwritten
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return Info{}, err
-	}
+	b, _ := json.Marshal(rec)
 	rec.Reserved = int64(len(b))
 	b, _ = json.Marshal(rec)
-	dropClaim := func() {
+	qb, _ := json.Marshal(queued{Subject: rec.Subject, Created: rec.CreatedAt})
+	cl := claim{ID: rec.ID, Fingerprint: fp, Created: now}
+	if int64(len(b)) > s.o.MaxJobBytes {
+		// The claim first: a changed request under a known key is a
+		// conflict before it is too large.
+		c, exists, err := s.claimKey(ctx, kh, cl)
+		if err != nil {
+			return Info{}, err
+		}
+		if exists && c.Fingerprint != fp {
+			return Info{}, protocol.New(protocol.CodeIdempotencyConflict)
+		}
 		if !exists {
 			_ = s.st.Delete(context.WithoutCancel(ctx), prefixKey+kh, 0)
 		}
-	}
-	if int64(len(b)) > s.o.MaxJobBytes {
-		dropClaim()
 		return Info{}, protocol.New(protocol.CodeJobRecordLimit)
 	}
-	// The reservation and the queue entry at once, both before the
-	// record: every queued record has its entry (an entry without a
-	// record is a submission under way, or one that crashed).
-	qb, _ := json.Marshal(queued{Subject: rec.Subject, Created: rec.CreatedAt})
+	// The claim, the reservation and the queue entry at once (one round
+	// trip), all before the record: every queued record has its entry (an
+	// entry without a record is a submission under way, or one that
+	// crashed). A resubmission gives back what it wrote here.
+	var c claim
+	var exists bool
 	errs := parallel(func() error {
+		var err error
+		c, exists, err = s.claimKey(ctx, kh, cl)
+		return err
+	}, func() error {
+		return s.reserve(ctx, rec.Subject, rec.Reserved)
+	}, func() error {
+		return ignoreExists(s.st.Create(ctx, queueKey(rec.ID), qb))
+	})
+	if errs[0] == nil && !exists && errs[1] == nil && errs[2] == nil {
+		return s.createRecord(ctx, &rec, b, func() { _ = s.st.Delete(context.WithoutCancel(ctx), prefixKey+kh, 0) })
+	}
+	if errs[2] == nil {
+		_ = s.st.Delete(context.WithoutCancel(ctx), queueKey(rec.ID), 0)
+	}
+	if errs[1] == nil {
+		s.unreserve(ctx, rec.Subject, rec.Reserved)
+	}
+	switch {
+	case errs[0] != nil:
+		return Info{}, errs[0]
+	case !exists:
+		// The claim is new but its reservation or entry failed: it was
+		// never acknowledged.
+		_ = s.st.Delete(context.WithoutCancel(ctx), prefixKey+kh, 0)
+		if errs[1] != nil {
+			return Info{}, errs[1]
+		}
+		return Info{}, storeError(errs[2])
+	case c.Fingerprint != fp:
+		return Info{}, protocol.New(protocol.CodeIdempotencyConflict)
+	}
+	if info, found, err := s.existing(ctx, c.ID); found || err != nil {
+		return info, err
+	}
+	// A claim whose record a crash (or error) left unwritten: the record
+	// under the claimed id, reserved and entered first.
+	rec.ID = c.ID
+	b, _ = json.Marshal(rec)
+	errs = parallel(func() error {
 		return s.reserve(ctx, rec.Subject, rec.Reserved)
 	}, func() error {
 		return ignoreExists(s.st.Create(ctx, queueKey(rec.ID), qb))
 	})
 	if errs[0] != nil || errs[1] != nil {
-		if errs[1] == nil || certainlyNotWritten(errs[1]) {
-			if errs[1] == nil {
-				_ = s.st.Delete(context.WithoutCancel(ctx), queueKey(rec.ID), 0)
-			}
-			if errs[0] == nil {
-				s.unreserve(ctx, rec.Subject, rec.Reserved)
-			}
-			dropClaim()
+		if errs[0] == nil {
+			s.unreserve(ctx, rec.Subject, rec.Reserved)
 		}
 		if errs[0] != nil {
 			return Info{}, errs[0]
 		}
 		return Info{}, storeError(errs[1])
 	}
+	return s.createRecord(ctx, &rec, b, func() {})
+}
+
+// createRecord writes a submission's record once its claim, reservation
+// and queue entry are in place, and queues it here.
+func (s *Service) createRecord(ctx context.Context, rec *record, b []byte, dropClaim func()) (Info, error) {
 	if _, err := s.st.Create(ctx, recordKey(rec.ID), b); err != nil {
 		if errors.Is(err, durable.ErrExists) {
 			// Another host resubmitted the same key at the same time.
@@ -722,7 +755,7 @@ func (s *Service) Submit(ctx context.Context, p *runtime.Principal, key string, 
 		}
 		return Info{}, storeError(err)
 	}
-	info := infoOf(&rec, 0)
+	info := infoOf(rec, 0)
 	s.mu.Lock()
 	s.queue[rec.ID] = known{queued: queued{Subject: rec.Subject, Created: rec.CreatedAt}, added: time.Now()}
 	s.mu.Unlock()
