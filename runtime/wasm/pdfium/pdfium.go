@@ -237,7 +237,7 @@ var (
 //   - the guest trapped, ran out of its memory cap or its time:
 //     PDF_EXTRACTION_FAILED;
 //   - PDFium could not be compiled: PDF_EXTRACTOR_UNAVAILABLE;
-//   - ctx ended first: ctx's error.
+//   - ctx ended first: CANCELLED, wrapping ctx's error.
 func (e *Extractor) Pages(ctx context.Context, data []byte, maxPages int) ([]string, error) {
 	if len(data) == 0 {
 		return nil, publicErr(retrieval.CodeInvalidDocument, errMalformed, errors.New("empty PDF"))
@@ -249,9 +249,10 @@ func (e *Extractor) Pages(ctx context.Context, data []byte, maxPages int) ([]str
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, protocol.Wrap(protocol.CodeCancelled, ctx.Err())
 	}
 	defer func() { <-e.sem }()
+	parent := ctx
 	if e.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.opts.Timeout)
@@ -260,7 +261,7 @@ func (e *Extractor) Pages(ctx context.Context, data []byte, maxPages int) ([]str
 	inst, err := pool.GetInstanceWithContext(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, e.ctxErr(ctx)
+			return nil, e.ctxErr(parent, ctx)
 		}
 		return nil, publicErr(CodeExtractorUnavailable, errNoStart, err)
 	}
@@ -291,19 +292,21 @@ func (e *Extractor) Pages(ctx context.Context, data []byte, maxPages int) ([]str
 		// function call or loop back-edge, and the goroutine returns.
 		_ = inst.Kill()
 		<-done
-		return nil, e.ctxErr(ctx)
+		return nil, e.ctxErr(parent, ctx)
 	}
 }
 
-// ctxErr is the caller's context error when the caller gave up, else the
-// extractor's own deadline as PDF_EXTRACTION_FAILED.
-func (e *Extractor) ctxErr(ctx context.Context) error {
-	if cause := context.Cause(ctx); errors.Is(cause, context.DeadlineExceeded) {
-		if dl, ok := ctx.Deadline(); ok && e.opts.Timeout > 0 && time.Until(dl) <= 0 {
-			return publicErr(retrieval.CodePDFExtractionFailed, errFailed, fmt.Errorf("extraction exceeded %v", e.opts.Timeout))
-		}
+// ctxErr is CANCELLED carrying the caller's context error when the caller
+// gave up (parent done), else the extractor's own deadline as
+// PDF_EXTRACTION_FAILED.
+func (e *Extractor) ctxErr(parent, ctx context.Context) error {
+	if err := parent.Err(); err != nil {
+		return protocol.Wrap(protocol.CodeCancelled, err)
 	}
-	return ctx.Err()
+	if ctx.Err() != nil {
+		return publicErr(retrieval.CodePDFExtractionFailed, errFailed, fmt.Errorf("extraction exceeded %v", e.opts.Timeout))
+	}
+	return nil
 }
 
 // testHookPage, when set, runs before each page's text is read.

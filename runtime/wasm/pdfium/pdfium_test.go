@@ -245,8 +245,8 @@ func TestCancelMidDocument(t *testing.T) {
 	}
 }
 
-// The extractor's own deadline is PDF_EXTRACTION_FAILED, not the
-// caller's context error.
+// The extractor's own deadline is PDF_EXTRACTION_FAILED; a caller's
+// deadline that passes first is the caller's context error.
 func TestOwnDeadline(t *testing.T) {
 	x, err := New(Options{Workers: 1, Timeout: 1, CacheDir: cacheDir()})
 	if err != nil {
@@ -256,6 +256,12 @@ func TestOwnDeadline(t *testing.T) {
 	_, err = x.Pages(context.Background(), multiPage(t, [][]string{{"late"}}), 10)
 	if code(err) != retrieval.CodePDFExtractionFailed {
 		t.Fatalf("err = %v (%s), want PDF_EXTRACTION_FAILED", err, code(err))
+	}
+	// The caller's own deadline, passed first, stays the caller's error.
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	if _, err := shared(t).Pages(ctx, multiPage(t, [][]string{{"late"}}), 10); !errors.Is(err, context.DeadlineExceeded) || code(err) == retrieval.CodePDFExtractionFailed {
+		t.Fatalf("caller's deadline: %v", err)
 	}
 }
 
