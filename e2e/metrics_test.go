@@ -132,7 +132,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Errorf("busy fixture instances %v", n)
 	}
 
-	logs := srv.stderr.String()
+	logs := srv.stderr.settled()
 	for _, content := range []string{"conformance:text", "Hello", "fixture-model", "receipt", s.token, bob} {
 		if strings.Contains(logs, content) {
 			t.Errorf("the log holds %q", content)

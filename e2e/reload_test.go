@@ -36,7 +36,7 @@ func TestReload(t *testing.T) {
 	if code, out, errOut := adhost(t, "reload", "--config", s.config); code != 0 || !strings.Contains(out, "reloaded") {
 		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
 	}
-	if !strings.Contains(srv.stderr.String(), "reloaded configuration") {
+	if !srv.stderr.waitFor("reloaded configuration") {
 		t.Errorf("no reload line in the log:\n%s", srv.stderr)
 	}
 	// New runs: the new model, the new token, the new pin.

@@ -124,7 +124,7 @@ func TestSessionsSurviveKill(t *testing.T) {
 	if got, err := c.ReadSession(ctx, id); err != nil || got.Session.State != client.SessionRunning || got.Session.ExpiresAt != nil {
 		t.Fatalf("during the turn: %+v %v", got, err)
 	}
-	log1 := srv.stderr.String()
+	log1 := srv.stderr.settled()
 	killHard(t, srv)
 	<-ended
 	srv = startServer(t, s)
@@ -151,7 +151,7 @@ func TestSessionsSurviveKill(t *testing.T) {
 		t.Fatalf("the deleted turn: %v (last event %s), want run.cancelled SESSION_DELETED", err, *last)
 	}
 
-	for what, text := range map[string]string{"log before the kill": log1, "log": srv.stderr.String()} {
+	for what, text := range map[string]string{"log before the kill": log1, "log": srv.stderr.settled()} {
 		if strings.Contains(text, stateMarker) {
 			t.Errorf("the native state is in the %s", what)
 		}

@@ -3,24 +3,27 @@ package host
 import (
 	"io"
 	"sync"
+	"time"
 )
 
 // logWriter takes the host log's lines off the request path: Write copies
 // a line into a buffer and returns, and one goroutine writes whatever has
 // gathered with a single write call. A busy host logs two lines a request
-// (the access line and the run's end); written directly, each was a
+// (the access line and the run's end); written directly, each was a write
 // system call on the request's goroutine, serialized with every other
-// request's on the one stderr descriptor — about a tenth of a gateway
-// run's host CPU, measured. Batching is the BufferedWriteSyncer trade of
-// zap and friends, with no timer: the flusher starts writing as soon as a
-// line is there, so lines go out within one write's time on an idle host
-// and in batches exactly when lines arrive faster than they can be written.
+// request's on the one stderr descriptor. The flusher lets lines gather for
+// logLinger (1 ms) after the first of a batch, so at ~8,000 lines a second
+// it makes about 1,000 writes instead of 8,000 — the BufferedWriteSyncer
+// trade of zap and friends. (Measured on the gateway path: the two lines
+// cost ~5 % of the host's CPU, formatting included; perf puts the batched
+// writes at ~0.3 %.)
 //
 // Nothing is dropped: past maxPending bytes waiting, Write blocks until
 // the flusher has taken them (a log that cannot keep up slows the host
 // rather than losing lines). Close writes everything and stops; a line
-// written after Close goes straight through. What a kill -9 can lose is
-// the lines of the write in progress, as with any buffered log.
+// written after Close goes straight through. A line reaches stderr about a
+// millisecond after it was logged, and a kill -9 can lose that last
+// millisecond of lines, as with any buffered log.
 type logWriter struct {
 	w io.Writer
 
@@ -35,6 +38,11 @@ type logWriter struct {
 
 // maxPending bounds the bytes waiting for the flusher.
 const maxPending = 1 << 20
+
+// logLinger is how long the flusher lets lines gather before it writes
+// them: a line reaches stderr at most this much (plus one write) after it
+// was logged.
+const logLinger = time.Millisecond
 
 // newLogWriter starts the flusher of w.
 func newLogWriter(w io.Writer) *logWriter {
@@ -78,6 +86,13 @@ func (lw *logWriter) flush() {
 	defer close(lw.done)
 	for {
 		_, ok := <-lw.wake
+		if ok {
+			// Let the lines of the next moment gather: without this
+			// the flusher woke for nearly every line at gateway rates
+			// and paid one write(2) each, off the request but not
+			// fewer. A closing writer does not wait.
+			time.Sleep(logLinger)
+		}
 		lw.mu.Lock()
 		batch := lw.buf
 		lw.buf, lw.spare = lw.spare[:0], nil
