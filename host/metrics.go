@@ -232,6 +232,9 @@ type obsWriter struct {
 	status   int
 	runID    string
 	replayed bool
+	// finished: the whole response was written (noteFinished); a client
+	// that closes after that did not cancel anything.
+	finished bool
 }
 
 func (o *obsWriter) WriteHeader(code int) {
@@ -268,6 +271,14 @@ func noteRunID(w http.ResponseWriter, id string) {
 	}
 }
 
+// noteFinished records that the response to w was written whole: its
+// body, or its stream's terminal event flushed.
+func noteFinished(w http.ResponseWriter) {
+	if o, ok := w.(*obsWriter); ok {
+		o.finished = true
+	}
+}
+
 // observe wraps w for observed.
 func (s *Server) observe(w http.ResponseWriter) *obsWriter { return &obsWriter{ResponseWriter: w} }
 
@@ -283,7 +294,10 @@ func (s *Server) observed(o *obsWriter, r *http.Request, start time.Time) {
 		// Written whole (noteReplayed): a client that closes once it has
 		// the terminal event is no cancellation.
 		outcome = outcomeReplayed
-	case r.Context().Err() != nil:
+	case r.Context().Err() != nil && !o.finished:
+		// The response never finished. (A client may close as soon as
+		// it has the terminal event, before this runs: that run was
+		// served, not cancelled.)
 		outcome = outcomeCancelled
 	case o.status >= 500:
 		outcome = outcomeFailed

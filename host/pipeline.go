@@ -434,7 +434,9 @@ func acceptsEventStream(vals []string) bool {
 func (s *Server) writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header()["Content-Type"] = valJSON
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	if _, err := w.Write(body); err == nil {
+		noteFinished(w)
+	}
 }
 
 // writeError sends the error body of wire-core §7.1 with the status of the

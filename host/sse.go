@@ -132,6 +132,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *runtime.Run
 	sw.buf = appendFrame(sw.buf, ev)
 	if ev.Terminal() {
 		sw.flush(run)
+		noteFinished(w)
 		return
 	}
 	for {
@@ -147,6 +148,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *runtime.Run
 			sw.buf = appendFrame(sw.buf, ev)
 			if ev.Terminal() {
 				sw.flush(run)
+				noteFinished(w)
 				return
 			}
 			if len(sw.buf) >= batchBytes {
@@ -174,6 +176,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *runtime.Run
 			sw.buf = appendFrame(sw.buf, ev)
 			if ev.Terminal() {
 				sw.flush(run)
+				noteFinished(w)
 				return
 			}
 		case err == io.EOF:
