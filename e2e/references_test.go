@@ -22,10 +22,7 @@ import (
 // are all CONTEXT_NOT_FOUND, the same answer.
 func TestReferencesEndToEnd(t *testing.T) {
 	t.Parallel()
-	s := retrievalSite(t, "hash-ngram-256", 256)
-	editSiteConfig(t, s, `version = "docs-v1"`, "version = \"docs-v1\"\nscope = \"subject\"")
-	other := addSiteToken(t, s, "other", "other-user", []string{"fixture"}, nil)
-	appendSiteConfig(t, s, "[tokens.grants]\nretrieval = { search = [\"docs\"], index = [\"docs\"] }\n")
+	s, other := subjectScopedSite(t)
 	srv := startServer(t, s)
 
 	if b := protocolBody(t, srv, s.token); !strings.Contains(b, `"draft-artifacts","context-references","scoped-retrieval"`) {

@@ -71,6 +71,19 @@ func retrievalSiteWith(t *testing.T, table, grants string) *site {
 	return s
 }
 
+// subjectScopedSite is retrievalSite with scope = "subject" on docs (a
+// source is visible to the subject that indexed it) and a second token,
+// of subject other-user, that may search and index docs as well; it
+// returns the site and that token.
+func subjectScopedSite(t *testing.T) (*site, string) {
+	t.Helper()
+	s := retrievalSite(t, "hash-ngram-256", 256)
+	editSiteConfig(t, s, `version = "docs-v1"`, "version = \"docs-v1\"\nscope = \"subject\"")
+	other := addSiteToken(t, s, "other", "other-user", []string{"fixture"}, nil)
+	appendSiteConfig(t, s, "[tokens.grants]\nretrieval = { search = [\"docs\"], index = [\"docs\"] }\n")
+	return s, other
+}
+
 // protocolBody is the GET /v1/protocol answer for token.
 func protocolBody(t *testing.T, srv *server, token string) string {
 	t.Helper()
@@ -192,10 +205,7 @@ func TestRetrievalEndToEnd(t *testing.T) {
 // answer as a missing one), no evidence.
 func TestRetrievalRunEndToEnd(t *testing.T) {
 	t.Parallel()
-	s := retrievalSite(t, "hash-ngram-256", 256)
-	editSiteConfig(t, s, `version = "docs-v1"`, "version = \"docs-v1\"\nscope = \"subject\"")
-	other := addSiteToken(t, s, "other", "other-user", []string{"fixture"}, nil)
-	appendSiteConfig(t, s, "[tokens.grants]\nretrieval = { search = [\"docs\"], index = [\"docs\"] }\n")
+	s, other := subjectScopedSite(t)
 	srv := startServer(t, s)
 	guide := "# Battery\nThe cell lasted 812 hours.\nIt was kept at 20 C.\n\n# Charging\nTwo hours at room temperature.\n"
 	gb, _ := json.Marshal(guide)

@@ -5,34 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"adhost/abi"
 	"adhost/runtime"
+	"adhost/runtime/attachments/attachmentstest"
 	"adhost/runtime/protocol"
 )
-
-// recorder is a provider that calls the tool "t" once, then answers, and
-// keeps every input it was given.
-type recorder struct {
-	mu  sync.Mutex
-	ins []*abi.CompleteInput
-}
-
-func (p *recorder) Complete(_ context.Context, in *abi.CompleteInput, _ runtime.TurnSink) (*abi.CompleteOutput, error) {
-	p.mu.Lock()
-	p.ins = append(p.ins, in)
-	p.mu.Unlock()
-	if in.Step == 1 {
-		return &abi.CompleteOutput{ToolCalls: []abi.ToolCall{{ID: "c1", Name: "t", Arguments: json.RawMessage(`{}`)}}}, nil
-	}
-	return &abi.CompleteOutput{Text: "done [source:shot]", FinishReason: "stop"}, nil
-}
-
-func (p *recorder) Inspect(context.Context) (*abi.InspectOutput, error) {
-	return &abi.InspectOutput{Code: "DISCOVERY_UNSUPPORTED"}, nil
-}
 
 type toolSet struct{}
 
@@ -45,7 +24,7 @@ func (toolSet) Invoke(context.Context, abi.ToolCall, func()) (json.RawMessage, e
 // instructions, the data block the user turn, and the file parts are sent
 // again on the second step, after the tool round.
 func TestEngineRunWithContext(t *testing.T) {
-	prov := &recorder{}
+	prov := &attachmentstest.ToolThenAnswer{Answer: "done [source:shot]"}
 	e, err := runtime.New(runtime.Options{
 		Providers: []*runtime.ProviderInstance{{ID: "p", Vendor: "test", AuthMode: "none", AccountID: "a",
 			Capabilities: map[string]bool{"tools": true}, InputMediaTypes: map[string][]string{"m": {TypePNG}}, Provider: prov}},
@@ -70,10 +49,10 @@ func TestEngineRunWithContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(prov.ins) != 2 {
-		t.Fatalf("%d steps", len(prov.ins))
+	if len(prov.Inputs()) != 2 {
+		t.Fatalf("%d steps", len(prov.Inputs()))
 	}
-	for i, in := range prov.ins {
+	for i, in := range prov.Inputs() {
 		if !strings.HasPrefix(in.Instructions, "Be brief.\n\n") || !strings.Contains(in.Instructions, "untrusted reference data") {
 			t.Errorf("step %d instructions %q", i+1, in.Instructions)
 		}

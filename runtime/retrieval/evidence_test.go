@@ -6,37 +6,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"adhost/abi"
 	"adhost/runtime"
 	"adhost/runtime/attachments"
+	"adhost/runtime/attachments/attachmentstest"
 	"adhost/runtime/durable"
 	"adhost/runtime/protocol"
 	"adhost/runtime/retrieval/retrievaltest"
 )
-
-// stepper is a provider that calls the tool "t" on step 1 and answers on
-// step 2, keeping what it was given.
-type stepper struct {
-	mu  sync.Mutex
-	ins []*abi.CompleteInput
-}
-
-func (p *stepper) Complete(_ context.Context, in *abi.CompleteInput, _ runtime.TurnSink) (*abi.CompleteOutput, error) {
-	p.mu.Lock()
-	p.ins = append(p.ins, in)
-	p.mu.Unlock()
-	if in.Step == 1 {
-		return &abi.CompleteOutput{ToolCalls: []abi.ToolCall{{ID: "c1", Name: "t", Arguments: json.RawMessage(`{}`)}}}, nil
-	}
-	return &abi.CompleteOutput{Text: "answer", FinishReason: "stop"}, nil
-}
-
-func (p *stepper) Inspect(context.Context) (*abi.InspectOutput, error) {
-	return &abi.InspectOutput{Code: "DISCOVERY_UNSUPPORTED"}, nil
-}
 
 // hookTools runs hook when the model calls "t": the test changes the
 // store between the search and the next step.
@@ -52,7 +31,7 @@ func (h hookTools) Invoke(context.Context, abi.ToolCall, func()) (json.RawMessag
 
 type evidenceEnv struct {
 	svc  *Service
-	prov *stepper
+	prov *attachmentstest.ToolThenAnswer
 	e    *runtime.Engine
 }
 
@@ -63,7 +42,7 @@ func newEvidenceEnv(t *testing.T, hook func(*Service), mod func(*Corpus)) *evide
 
 func newEvidenceEnvWith(t *testing.T, hook func(*Service), mod func(*Corpus), ctxOpts attachments.Options) *evidenceEnv {
 	t.Helper()
-	env := &evidenceEnv{prov: &stepper{}}
+	env := &evidenceEnv{prov: &attachmentstest.ToolThenAnswer{Answer: "answer"}}
 	env.svc = open(t, durable.NewMemory(), testCorpus(&retrievaltest.Embedder{Dim: 32}, mod))
 	var tools hookTools
 	if hook != nil {
@@ -193,7 +172,7 @@ func TestRunWithRetrieval(t *testing.T) {
 	if a := ev.Result.Artifacts; len(a) != 1 || strings.Join(a[0].SourceIDs, ",") != "brief,"+r.Hits[0].ChunkID+","+r.Hits[1].ChunkID {
 		t.Errorf("artifact sourceIds %s", data)
 	}
-	in := env.prov.ins[0]
+	in := env.prov.Inputs()[0]
 	if !strings.Contains(in.Instructions, "untrusted reference data") {
 		t.Errorf("instructions %q", in.Instructions)
 	}
@@ -247,13 +226,13 @@ func TestRetrievalRecheck(t *testing.T) {
 			indexTwo(t, env.svc, alice, "r1")
 			types, data := env.events(t, alice, retrievalRun(`{"corpus":"docs","query":"battery","sourceIds":["cells"]}`, ""))
 			if tc.want == "" {
-				if types[len(types)-1] != runtime.EventRunCompleted || len(env.prov.ins) != 2 {
+				if types[len(types)-1] != runtime.EventRunCompleted || len(env.prov.Inputs()) != 2 {
 					t.Errorf("%v %s", types, data)
 				}
 				return
 			}
-			if types[len(types)-1] != runtime.EventRunFailed || !strings.Contains(string(data), `"code":"`+string(tc.want)+`"`) || len(env.prov.ins) != 1 {
-				t.Errorf("%d steps, %v %s, want run.failed %s", len(env.prov.ins), types, data, tc.want)
+			if types[len(types)-1] != runtime.EventRunFailed || !strings.Contains(string(data), `"code":"`+string(tc.want)+`"`) || len(env.prov.Inputs()) != 1 {
+				t.Errorf("%d steps, %v %s, want run.failed %s", len(env.prov.Inputs()), types, data, tc.want)
 			}
 		})
 	}
@@ -318,7 +297,7 @@ func TestRetrievalRefusals(t *testing.T) {
 		`[{"type":"text","source":{"id":"cells-1","revision":"1"},"mediaType":"text/plain","text":"x"}]`), attachments.CodeInvalidContext)
 
 	noService, err := runtime.New(runtime.Options{
-		Providers: []*runtime.ProviderInstance{{ID: "p", Vendor: "test", AuthMode: "none", AccountID: "a", Provider: &stepper{}}},
+		Providers: []*runtime.ProviderInstance{{ID: "p", Vendor: "test", AuthMode: "none", AccountID: "a", Provider: &attachmentstest.ToolThenAnswer{Answer: "answer"}}},
 		Context:   attachments.New(attachments.Options{}),
 	})
 	if err != nil {
@@ -370,7 +349,7 @@ func TestRetrievalBudgets(t *testing.T) {
 		indexTwo(t, env.svc, alice, "r1")
 		types, data := env.events(t, alice, retrievalRun(`{"corpus":"docs","query":"lasted 812 hours","limit":1,"sourceIds":["cells"]}`,
 			`[{"type":"text","source":{"id":"brief","revision":"b1"},"mediaType":"text/plain","text":"`+brief+`"}]`))
-		if types[len(types)-1] != tc.want || (tc.want == runtime.EventRunFailed && (!strings.Contains(string(data), "CONTEXT_TOO_LARGE") || len(env.prov.ins) != 0)) {
+		if types[len(types)-1] != tc.want || (tc.want == runtime.EventRunFailed && (!strings.Contains(string(data), "CONTEXT_TOO_LARGE") || len(env.prov.Inputs()) != 0)) {
 			t.Errorf("max_text_bytes %d: %v %s", tc.max, types, data)
 		}
 	}
