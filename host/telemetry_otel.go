@@ -259,8 +259,9 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 
 // runLog returns the EventLog that turns a run's events into its spans:
 // agenticdriver.run, and at level steps its queue, provider and tool
-// children. Nil when the run is not traced (sampled out, or the bound on
-// traced runs is reached).
+// children. A run that is not traced (sampled out, or past the bound on
+// traced runs) still has its progress counted at level progress: metrics
+// are not sampled. Nil when there is nothing to record.
 func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLog {
 	ctx, reqID := correlation(r)
 	return t.startRun(ctx, reqID, "run", req)
@@ -269,14 +270,17 @@ func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLo
 // startRun starts the agenticdriver.run span of a run of operation kind
 // op ("run", or "job" for a durable job's run) under ctx's remote parent.
 func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtimeRequest) runtime.EventLog {
-	if t.active.Add(1) > telActiveRuns {
-		t.active.Add(-1)
-		return nil
+	var sp *span
+	if t.active.Add(1) <= telActiveRuns {
+		sp = t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.run", tracepb.Span_SPAN_KIND_INTERNAL, time.Now())
 	}
-	sp := t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.run", tracepb.Span_SPAN_KIND_INTERNAL, time.Now())
 	if sp == nil {
 		t.active.Add(-1)
-		return nil
+		if t.level < levelProgress {
+			return nil
+		}
+		// Untraced: only the progress counter (run nil: no spans).
+		return typesOnlyTrace{&runTrace{t: t, op: op}}
 	}
 	sp.setStr("agenticdriver.observation_id", newObservationID())
 	sp.setStr("agenticdriver.operation", op)
@@ -287,7 +291,7 @@ func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtime
 		sp.setStr("agenticdriver.provider", req.provider)
 		sp.setStr("agenticdriver.model", req.model)
 	}
-	rt := &runTrace{t: t, run: sp, op: op}
+	rt := &runTrace{t: t, run: sp, op: op, traced: true}
 	if !t.names {
 		return typesOnlyTrace{rt}
 	}
@@ -349,10 +353,15 @@ type runTrace struct {
 	queue, step, tool *span
 	spans, dropped    int
 	// progress counts the run's progress records by phase (progressPhases)
-	// for the agenticdriver.progress counter, added at the run's end.
+	// for the agenticdriver.progress counter, added at the run's end; now
+	// is the phase the run is in.
 	progress [3]int64
-	mu       sync.Mutex
-	ended    bool
+	now      int
+	// traced: the run has a span (and counts in active); an untraced run
+	// only counts its progress.
+	traced bool
+	mu     sync.Mutex
+	ended  bool
 }
 
 // progressPhases are the phases of run.progress (wire-core §5): model
@@ -360,21 +369,18 @@ type runTrace struct {
 // is resolved (before the first step).
 var progressPhases = [3]string{"model", "tool", "context"}
 
-// phase is the phase of a progress record now, from the spans open: the
-// event's own phase field is not read, since a JSON-mode run's events
-// carry no data for telemetry (typesOnlyTrace).
-func (rt *runTrace) phase() int {
-	switch {
-	case rt.tool != nil:
-		return 1
-	case rt.queue != nil: // admitted, no step yet: context resolution
-		return 2
-	}
-	return 0
-}
+// Indexes of progressPhases. The phase of a progress record is the phase
+// the run is in, followed from its events (rt.now): the event's own phase
+// field is not read, since a JSON-mode run's events carry no data for
+// telemetry (typesOnlyTrace).
+const (
+	phaseModel = iota
+	phaseTool
+	phaseContext
+)
 
 func (rt *runTrace) child(name string, kind tracepb.Span_SpanKind) *span {
-	if rt.t.level < levelSteps {
+	if rt.t.level < levelSteps || rt.run == nil {
 		return nil
 	}
 	if rt.spans >= telSpansPerRun {
@@ -405,7 +411,9 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 			rt.run.setStr("agenticdriver.run_id", ev.RunID)
 		}
 		rt.queue = rt.child("agenticdriver.queue", tracepb.Span_SPAN_KIND_INTERNAL)
+		rt.now = phaseContext // admitted, no step yet: context resolution
 	case runtime.EventStepStarted:
+		rt.now = phaseModel
 		rt.endSpan(&rt.queue)
 		rt.endSpan(&rt.step)
 		rt.step = rt.child("agenticdriver.provider", tracepb.Span_SPAN_KIND_CLIENT)
@@ -415,14 +423,16 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		rt.endSpan(&rt.step)
 		rt.endSpan(&rt.tool)
 		rt.tool = rt.child("agenticdriver.tool", tracepb.Span_SPAN_KIND_INTERNAL)
+		rt.now = phaseTool
 		if rt.tool != nil && rt.t.names {
 			rt.tool.setStr("agenticdriver.name", toolNameOf(ev.Data))
 		}
 	case runtime.EventToolCompleted:
 		rt.endSpan(&rt.tool)
+		rt.now = phaseModel
 	case runtime.EventRunProgress:
 		if rt.t.level >= levelProgress {
-			rt.progress[rt.phase()]++
+			rt.progress[rt.now]++
 		}
 	case runtime.EventRunCompleted, runtime.EventRunFailed, runtime.EventRunCancelled:
 		rt.endSpan(&rt.queue)
@@ -446,7 +456,9 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		rt.t.rec.end(rt.run, time.Now())
 		rt.run = nil
 		rt.ended = true
-		rt.t.active.Add(-1)
+		if rt.traced {
+			rt.t.active.Add(-1)
+		}
 	}
 	return nil
 }
@@ -503,7 +515,9 @@ func (t *Telemetry) abandon(l runtime.EventLog) {
 	rt.t.rec.end(rt.run, time.Now())
 	rt.run = nil
 	rt.ended = true
-	t.active.Add(-1)
+	if rt.traced {
+		t.active.Add(-1)
+	}
 }
 
 // traceRun adds the run's trace to opts when telemetry is on; the returned

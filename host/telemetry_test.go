@@ -14,6 +14,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"adhost/host/config"
+	"adhost/runtime"
 )
 
 func TestTelemetryGuard(t *testing.T) {
@@ -245,5 +248,35 @@ func TestSpanRecords(t *testing.T) {
 	}
 	if kept < 800 || kept > 1200 {
 		t.Errorf("rate 0.5 kept %d of 2000", kept)
+	}
+}
+
+// TestProgressUntraced: at level progress, a run whose trace is sampled
+// out still counts its progress records (metrics are not sampled), by the
+// phase the run was in, and leaves no span and no active-run count.
+func TestProgressUntraced(t *testing.T) {
+	zero := 0.0
+	tel, err := NewTelemetry(&config.Diagnostics{OTLPEndpoint: "http://127.0.0.1:9", Level: "progress", SampleRate: &zero, ExportIntervalMs: 60000}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	l := tel.startRun(context.Background(), "", "run", &runtimeRequest{})
+	if l == nil {
+		t.Fatal("no log for an untraced run at level progress")
+	}
+	for _, typ := range []string{runtime.EventRunStarted, runtime.EventRunProgress, runtime.EventStepStarted, runtime.EventRunProgress,
+		runtime.EventToolCalled, runtime.EventRunProgress, runtime.EventRunProgress, runtime.EventToolCompleted, runtime.EventRunCompleted} {
+		_ = l.Append(context.Background(), runtime.Event{Type: typ})
+	}
+	rt := l.(typesOnlyTrace).runTrace
+	if rt.progress != [3]int64{phaseModel: 1, phaseTool: 2, phaseContext: 1} {
+		t.Errorf("progress by phase %v, want model 1, tool 2, context 1", rt.progress)
+	}
+	if n := tel.active.Load(); n != 0 {
+		t.Errorf("active runs %d after an untraced run", n)
+	}
+	if n := len(tel.spans.q); n != 0 {
+		t.Errorf("%d spans queued for a sampled-out run", n)
 	}
 }
