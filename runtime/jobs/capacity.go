@@ -30,8 +30,8 @@ type counted struct {
 // the keys. The check of a change sums this host's exact value and the
 // other hosts' values as last listed (at most maxAge old, listed again
 // before a refusal): hosts may together admit past a limit by what the
-// others admitted since the last listing — at most a poll interval's
-// admissions per other host (see doc). Changes that arrive while a write
+// others admitted since the last listing — at most listAge's admissions
+// per other host (see doc). Changes that arrive while a write
 // is under way are combined into the next one (a group commit): one
 // synced write per submission would serialise them.
 type counter struct {
@@ -196,13 +196,21 @@ func (c *counter) bytes() int64 {
 	return c.seen.Load()
 }
 
+// listAge is how old the other hosts' counts may be: a listing costs the
+// store a walk of its keys, so not more often than every listInterval.
+func (s *Service) listAge() time.Duration { return max(s.o.PollInterval, listInterval) }
+
+// listInterval bounds how often a worker lists what other hosts change
+// (capacity counts, cancel signals).
+const listInterval = 250 * time.Millisecond
+
 // subjectCounter returns the subject's counter.
 func (s *Service) subjectCounter(subject string) *counter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.subjects[subject]
 	if c == nil {
-		c = newCounter(subjectPrefix(subject), s.owner, s.o.PollInterval)
+		c = newCounter(subjectPrefix(subject), s.owner, s.listAge())
 		s.subjects[subject] = c
 	}
 	return c

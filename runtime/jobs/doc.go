@@ -41,9 +41,10 @@
 // # Workers, leases and fair dispatch
 //
 // Every host runs a worker. A worker lists the queue entries every poll
-// interval (and learns of its own submissions at once), and orders the
-// queued jobs the same way on every host: by subject in byte order, and
-// within a subject by creation time. A dispatch window takes rounds of one
+// interval or every 250 ms, whichever is longer (a listing reads every
+// entry), and learns of its own submissions at once; it orders the queued
+// jobs the same way on every host: by subject in byte order, and within a
+// subject by creation time. A dispatch window takes rounds of one
 // job per subject, starting after the subject this worker served last (the
 // rotating start of §2.3), until its free slots are used. A candidate is
 // taken by acquiring its per-job lease: exactly one worker gets it; the
@@ -112,15 +113,16 @@
 // Cancel, from any host: a queued job is taken like a dispatch (its lease)
 // and ended at once; if another worker holds it, or it runs, Cancel
 // persists cancelRequested (CAS) and then writes the cancel signal; the
-// running worker lists the signals every poll while it runs jobs and
-// cancels the run. A crash between the two leaves cancelRequested, which
-// the worker adopts at its next record write, and the client (not yet
-// answered) cancels again. Ending a job that never ran (cancel, failed
-// dispatch checks) rewrites the record with Ending set (a fence, and the
-// mark that its log may be non-empty), appends the two synthetic events
-// (run.started, then run.cancelled or run.failed) and makes the record
-// terminal; a crash in between is a log ending in a terminal event,
-// adopted by the next taker, or an empty log, and the job stays queued.
+// running worker lists the signals every poll interval or 250 ms (whichever
+// is longer) while it runs jobs and cancels the run. A crash between the
+// two leaves cancelRequested, which the worker adopts at its next record
+// write, and the client (not yet answered) cancels again. Ending a job that
+// never ran (cancel, failed dispatch checks) rewrites the record with
+// Ending set (a fence, and the mark that its log may be non-empty), appends
+// the two synthetic events (run.started, then run.cancelled or run.failed)
+// and makes the record terminal; a crash in between is a log ending in a
+// terminal event, adopted by the next taker, or an empty log, and the job
+// stays queued.
 //
 // Retention: the maintenance lease holder (one host at a time) lists the
 // expiry keys in time order; for each one due, the record is replaced by
@@ -132,23 +134,23 @@
 // JOB_STORE_FULL is decided on shared counters kept as one key per worker
 // (each written only by its worker, by compare-and-set, so hosts never
 // contend on a hot key): the count is the sum over the workers' keys. A
-// submission reserves one job on its subject's counter and one job plus
-// its record's bytes (and liveReserve) on the total before its record is
+// submission reserves one job on its subject's counter and one job plus its
+// record's bytes (and liveReserve) on the total before its record is
 // written, checking its own exact value plus the other workers' values as
-// listed at most a poll interval ago (listed again before any refusal).
-// So hosts may together admit past a limit by what the other hosts
-// admitted since the last listing: at most one poll interval's admissions
-// per other host — a bounded over-admission, never a refusal with room
-// left. Concurrent changes in one process are combined into one write.
-// Event bytes reach the total when the job ends (with the terminal
-// record) and leave it at the tombstone (on the maintenance holder's key,
-// which may go negative); while jobs run, the per-event check counts the
-// total as last seen plus this worker's running jobs' appended bytes, so
-// hosts may also exceed max_bytes by what their concurrently running jobs
-// appended (at most workers × max_job_bytes per host) until those end. A
-// crash between a counter change and the write it accounts for leaves the
-// counters off by that one job: bounded by the crashes, never by the
-// load. The first host to open a store without counters (one the
+// listed at most a poll interval or 250 ms ago (whichever is longer),
+// listed again before any refusal. So hosts may together admit past a limit
+// by what the other hosts admitted since the last listing: at most that
+// interval's admissions per other host — a bounded over-admission, never a
+// refusal with room left. Concurrent changes in one process are combined
+// into one write. Event bytes reach the total when the job ends (with the
+// terminal record) and leave it at the tombstone (on the maintenance
+// holder's key, which may go negative); while jobs run, the per-event check
+// counts the total as last seen plus this worker's running jobs' appended
+// bytes, so hosts may also exceed max_bytes by what their concurrently
+// running jobs appended (at most workers × max_job_bytes per host) until
+// those end. A crash between a counter change and the write it accounts for
+// leaves the counters off by that one job: bounded by the crashes, never by
+// the load. The first host to open a store without counters (one the
 // single-owner worker wrote) builds them from the records under the
 // reserved worker name "migrated".
 //

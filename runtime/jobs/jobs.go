@@ -137,6 +137,9 @@ type Service struct {
 	swept     bool // the first maintenance sweep of orphaned claims ran
 	nextMaint time.Time
 	nextSweep time.Time
+	nextWatch time.Time
+	// nextRefresh spaces the listings of the shared queue.
+	nextRefresh time.Time
 
 	kick    chan struct{}
 	quit    chan struct{}
@@ -190,7 +193,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if s.owner == "" {
 		s.owner = "host-" + newUUID()
 	}
-	s.total = newCounter(prefixCapTotal, s.owner, o.PollInterval)
+	s.total = newCounter(prefixCapTotal, s.owner, s.listAge())
 	if err := s.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("jobs: open: %w", err)
 	}

@@ -131,9 +131,18 @@ func (s *Service) pollLoop() {
 
 // refresh lists the shared queue: entries other hosts submitted appear,
 // entries others finished disappear (those this worker learnt of while
-// the list was read stay).
+// the list was read stay). A listing reads every entry, so it happens
+// every poll interval, or every listInterval when polls are more
+// frequent; this worker's own submissions it knows at once.
 func (s *Service) refresh() {
 	began := time.Now()
+	s.mu.Lock()
+	if began.Before(s.nextRefresh) {
+		s.mu.Unlock()
+		return
+	}
+	s.nextRefresh = began.Add(s.listAge() - s.o.PollInterval/2)
+	s.mu.Unlock()
 	listed := map[string]queued{}
 	err := s.listAll(context.Background(), prefixQueue, func(e durable.Entry) error {
 		var q queued
@@ -492,13 +501,16 @@ func (s *Service) revoke() {
 
 // watchCancels looks for cancel signals of the jobs this worker runs
 // (another host's Cancel persisted cancelRequested and wrote the signal):
-// each poll while something runs, one list of the signals.
+// while something runs, one list of the signals every poll interval, or
+// every listInterval when polls are more frequent.
 func (s *Service) watchCancels() {
 	s.mu.Lock()
-	if len(s.runs) == 0 {
+	now := time.Now()
+	if len(s.runs) == 0 || now.Before(s.nextWatch) {
 		s.mu.Unlock()
 		return
 	}
+	s.nextWatch = now.Add(s.listAge() - s.o.PollInterval/2)
 	s.mu.Unlock()
 	ctx := context.Background()
 	es, err := s.st.List(ctx, prefixCancel, "", 0)
