@@ -42,26 +42,5 @@ func (s *Store) RecordEmbeddingUsage(ctx context.Context, rec *runtime.Embedding
 // EmbeddingUsage calls fn for each embedding usage record made at or
 // after since, oldest first, until fn returns false.
 func (s *Store) EmbeddingUsage(ctx context.Context, since time.Time, fn func(*runtime.EmbeddingUsageRecord) bool) error {
-	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.DefaultIteratorOptions)
-		defer it.Close()
-		prefix := []byte(embedUsagePrefix)
-		start := prefix
-		if !since.IsZero() {
-			start = key(prefix, be8(since.UnixNano()))
-		}
-		for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var rec runtime.EmbeddingUsageRecord
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
-				return fmt.Errorf("store: embedding usage record %q: %w", it.Item().Key(), err)
-			}
-			if !fn(&rec) {
-				return nil
-			}
-		}
-		return nil
-	})
+	return scanTimed(ctx, s, embedUsagePrefix, "embedding usage record", since, fn)
 }

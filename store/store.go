@@ -337,21 +337,29 @@ func (s *Store) Usage(ctx context.Context, since time.Time, fn func(*runtime.Usa
 	if err := s.usage.flush(ctx); err != nil {
 		return err
 	}
+	return scanTimed(ctx, s, usagePrefix, "usage record", since, fn)
+}
+
+// scanTimed calls fn for each JSON record of type T under prefix whose key
+// continues with its time (be8 Unix nanoseconds), from since on, oldest
+// first, until fn returns false: the reading side of the usage and the
+// embedding usage records.
+func scanTimed[T any](ctx context.Context, s *Store, prefix, what string, since time.Time, fn func(*T) bool) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
 		defer it.Close()
-		prefix := []byte(usagePrefix)
-		start := prefix
+		p := []byte(prefix)
+		start := p
 		if !since.IsZero() {
-			start = key(prefix, be8(since.UnixNano()))
+			start = key(p, be8(since.UnixNano()))
 		}
-		for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
+		for it.Seek(start); it.ValidForPrefix(p); it.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			var rec runtime.UsageRecord
+			var rec T
 			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
-				return fmt.Errorf("store: usage record %q: %w", it.Item().Key(), err)
+				return fmt.Errorf("store: %s %q: %w", what, it.Item().Key(), err)
 			}
 			if !fn(&rec) {
 				return nil
