@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"adhost/runtime"
+	"adhost/runtime/protocol"
 )
 
 // Ingestion bounds (§6.5 defaults; the host can lower them).
@@ -28,6 +31,10 @@ type IngestRequest struct {
 	Corpus   string
 	Doc      document
 	MaxBytes int // 0: the corpus's chunk size
+	// IdleTimeout is idleTimeoutMs (0: none). The host has no ingest
+	// idle timer of its own, so the request's positive value is the
+	// effective one (§6.5: the minimum of the positive values).
+	IdleTimeout time.Duration
 }
 
 type document struct {
@@ -58,7 +65,9 @@ func DecodeIngest(body []byte) (*IngestRequest, error) {
 			return nil, err
 		}
 	}
-	o.int("idleTimeoutMs", 0, 2_147_483_647) // the host has no ingest idle timer of its own yet
+	if ms, ok := o.int("idleTimeoutMs", 0, 2_147_483_647); ok {
+		r.IdleTimeout = time.Duration(ms) * time.Millisecond
+	}
 	if err := o.done(); err != nil {
 		return nil, err
 	}
@@ -158,8 +167,32 @@ type segment struct {
 	firstLine int      // the line number of its first line
 }
 
+// errIngestIdle is the cause of an ingestion's context when its idle
+// timer fires.
+var errIngestIdle = errors.New("ingestion idle timeout")
+
 // IngestDocument extracts, chunks and indexes one document for p (§6.5).
+// With an idle timeout, the timer starts once the corpus grant passed and
+// is reset by real progress only — the extraction, the chunking, each
+// embedding batch and its authorization re-check, the store write — never
+// by waiting; when it fires, whatever was running is cancelled and the
+// answer is IDLE_TIMEOUT (504), the previous document untouched.
 func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req *IngestRequest) (*IndexResult, error) {
+	if req.IdleTimeout <= 0 {
+		return s.ingestDocument(ctx, p, req, func() {})
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(req.IdleTimeout, func() { cancel(errIngestIdle) })
+	defer timer.Stop()
+	res, err := s.ingestDocument(ctx, p, req, func() { timer.Reset(req.IdleTimeout) })
+	if err != nil && errors.Is(context.Cause(ctx), errIngestIdle) {
+		return nil, &protocol.Error{Code: protocol.CodeIdleTimeout, Message: "The ingestion made no progress for longer than its idleTimeoutMs."}
+	}
+	return res, err
+}
+
+func (s *Service) ingestDocument(ctx context.Context, p *runtime.Principal, req *IngestRequest, progress func()) (*IndexResult, error) {
 	c, err := s.grant(p, "index", req.Corpus)
 	if err != nil {
 		return nil, err
@@ -169,6 +202,7 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 	if _, err := c.indexable(p.Subject, Source{ID: src.ID}, ""); err != nil {
 		return nil, err
 	}
+	progress() // authorized
 	maxBytes := c.ChunkBytes
 	if req.MaxBytes > 0 && req.MaxBytes < maxBytes {
 		maxBytes = req.MaxBytes
@@ -220,6 +254,7 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 	if len(input) > MaxDocumentBytes {
 		return nil, fail(CodeDocumentLimit)
 	}
+	progress() // extracted
 	sum := sha256.Sum256(input)
 	m.InputSHA256, m.InputBytes = hex.EncodeToString(sum[:]), len(input)
 	if m.ExtractedTextBytes > MaxExtractedBytes {
@@ -236,6 +271,7 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 	if len(chunks) == 0 {
 		return nil, fail(CodeEmptyDocument)
 	}
+	progress() // chunked
 	m.Chunks = len(chunks)
 	for _, ch := range chunks {
 		m.IndexedTextBytes += len(ch.Text)
@@ -244,7 +280,7 @@ func (s *Service) IngestDocument(ctx context.Context, p *runtime.Principal, req 
 	if req.Doc.Type == "text" {
 		ir.Text, ir.MediaType = req.Doc.Text, req.Doc.MediaType // for references (documents.go)
 	}
-	return s.Put(ctx, p, ir, nil)
+	return s.Put(ctx, p, ir, progress)
 }
 
 // normaliseLines turns CRLF and CR into LF.

@@ -1,13 +1,17 @@
 package retrieval
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
+	"adhost/abi"
 	"adhost/runtime/durable"
 	"adhost/runtime/protocol"
 	"adhost/runtime/retrieval/retrievaltest"
@@ -167,4 +171,53 @@ func FuzzChunk(f *testing.F) {
 			}
 		}
 	})
+}
+
+// stalledEmbedder never answers on its own: its first call waits for the
+// call's context, so only the ingestion's idle timer can end it.
+type stalledEmbedder struct{ calls atomic.Int64 }
+
+func (e *stalledEmbedder) Embed(ctx context.Context, _ string, _ []string) ([][]float32, *abi.Usage, error) {
+	e.calls.Add(1)
+	<-ctx.Done()
+	return nil, nil, protocol.Wrap(protocol.CodeCancelled, ctx.Err())
+}
+
+// TestIngestIdleTimeout: idleTimeoutMs (§6.5) ends an ingestion whose
+// embedding makes no progress with IDLE_TIMEOUT (504), the stored
+// revision untouched; idleTimeoutMs 0 and a generous one are no limit, and
+// the schema bounds it.
+func TestIngestIdleTimeout(t *testing.T) {
+	body := func(rev string, ms int) string {
+		return `{"corpus":"docs","idleTimeoutMs":` + strconv.Itoa(ms) + `,"document":{"type":"text","source":{"id":"d","revision":"` + rev + `"},"mediaType":"text/plain","text":"The cell lasted 812 hours."}}`
+	}
+	good := open(t, durable.NewMemory(), testCorpus(&retrievaltest.Embedder{Dim: 32}, nil))
+	for _, ms := range []int{0, 600_000} {
+		if res, err := ingest(t, good, body("r1", ms)); err != nil || res.Status != "indexed" {
+			t.Errorf("idleTimeoutMs %d: %+v %v", ms, res, err)
+		}
+		good = open(t, durable.NewMemory(), testCorpus(&retrievaltest.Embedder{Dim: 32}, nil))
+	}
+	for _, bad := range []string{`-1`, `2147483648`, `1.5`, `"10"`} {
+		_, err := ingest(t, good, strings.Replace(body("r1", 0), `"idleTimeoutMs":0`, `"idleTimeoutMs":`+bad, 1))
+		wantCode(t, "idleTimeoutMs "+bad, err, CodeInvalidIngestion)
+	}
+
+	emb := &stalledEmbedder{}
+	kv := durable.NewMemory()
+	s := open(t, kv, testCorpus(emb, nil))
+	_, err := ingest(t, s, body("r1", 5))
+	wantCode(t, "a stalled embedding", err, protocol.CodeIdleTimeout)
+	if protocol.HTTPStatus(protocol.CodeOf(err)) != 504 {
+		t.Errorf("IDLE_TIMEOUT as %v", err)
+	}
+	if emb.calls.Load() != 1 {
+		t.Errorf("%d embedding calls, want 1", emb.calls.Load())
+	}
+	c := s.corpora["docs"]
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.docs) != 0 || c.mat.rows() != 0 {
+		t.Errorf("after the timeout %d documents, %d rows are stored", len(c.docs), c.mat.rows())
+	}
 }

@@ -64,3 +64,38 @@ func TestClipQuery(t *testing.T) {
 		t.Error("a short input changed")
 	}
 }
+
+// TestNumbersAreJSONNumbers: every numeric member of the strict bodies is
+// a JSON number; the same value quoted (which encoding/json's json.Number
+// would take) is a schema error with the body's own code, beside the
+// unquoted value that passes.
+func TestNumbersAreJSONNumbers(t *testing.T) {
+	for _, c := range []struct {
+		name, ok, quoted string
+		decode           func([]byte) error
+		code             protocol.Code
+	}{
+		{"search limit", `{"corpus":"d","query":"q","limit":8}`, `{"corpus":"d","query":"q","limit":"8"}`,
+			func(b []byte) error { _, err := DecodeSearch(b); return err }, CodeInvalidRetrieval},
+		{"search maxContextBytes", `{"corpus":"d","query":"q","maxContextBytes":100}`, `{"corpus":"d","query":"q","maxContextBytes":"100"}`,
+			func(b []byte) error { _, err := DecodeSearch(b); return err }, CodeInvalidRetrieval},
+		{"run option minScore", `{"corpus":"d","minScore":0.5}`, `{"corpus":"d","minScore":"0.5"}`,
+			func(b []byte) error { _, err := DecodeRunOption(b); return err }, CodeInvalidRetrieval},
+		{"index location page", `{"corpus":"d","source":{"id":"s","revision":"r","location":{"page":2}},"chunks":[{"id":"c","text":"x"}]}`,
+			`{"corpus":"d","source":{"id":"s","revision":"r","location":{"page":"2"}},"chunks":[{"id":"c","text":"x"}]}`,
+			func(b []byte) error { _, err := DecodeIndex(b); return err }, CodeInvalidRetrieval},
+		{"ingest chunking.maxBytes", `{"corpus":"d","chunking":{"maxBytes":128},"document":{"type":"text","source":{"id":"s","revision":"r"},"mediaType":"text/plain","text":"x"}}`,
+			`{"corpus":"d","chunking":{"maxBytes":"128"},"document":{"type":"text","source":{"id":"s","revision":"r"},"mediaType":"text/plain","text":"x"}}`,
+			func(b []byte) error { _, err := DecodeIngest(b); return err }, CodeInvalidIngestion},
+		{"ingest idleTimeoutMs", `{"corpus":"d","idleTimeoutMs":10,"document":{"type":"text","source":{"id":"s","revision":"r"},"mediaType":"text/plain","text":"x"}}`,
+			`{"corpus":"d","idleTimeoutMs":"10","document":{"type":"text","source":{"id":"s","revision":"r"},"mediaType":"text/plain","text":"x"}}`,
+			func(b []byte) error { _, err := DecodeIngest(b); return err }, CodeInvalidIngestion},
+	} {
+		if err := c.decode([]byte(c.ok)); err != nil {
+			t.Errorf("%s as a number: %v", c.name, err)
+		}
+		if err := c.decode([]byte(c.quoted)); protocol.CodeOf(err) != c.code {
+			t.Errorf("%s quoted: %v, want %s", c.name, err, c.code)
+		}
+	}
+}

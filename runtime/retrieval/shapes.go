@@ -220,8 +220,10 @@ func (o *object) number(k string, lo, hi float64, integral bool) (float64, bool)
 	if v == nil {
 		return 0, false
 	}
+	// json.Number also takes a string holding a number ("8"): the
+	// schema's number is a JSON number, so a quoted one is refused first.
 	var n json.Number
-	if err := json.Unmarshal(v, &n); err != nil {
+	if t := bytes.TrimSpace(v); len(t) > 0 && t[0] == '"' || json.Unmarshal(v, &n) != nil {
 		o.fail("%s must be a number", o.name(k))
 		return 0, false
 	}
