@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -308,5 +309,27 @@ func TestClusterCredentials(t *testing.T) {
 	}
 	if got, err := c.ReadSession(t.Context(), snap.Session.ID); err != nil || got.Session.ID != snap.Session.ID {
 		t.Fatalf("read back: %+v %v", got, err)
+	}
+}
+
+// TestClusterHostID: a host whose usage.host_id differs from the one the
+// other hosts with jobs on the store use is refused at start, with the key
+// and its line: its jobs and theirs would fail JOB_ACCOUNT_CHANGED on each
+// other.
+func TestClusterHostID(t *testing.T) {
+	js := natstest.Start(t, "")
+	sa := clusterSite(t, js.URL, "E2EH", true)
+	startServer(t, sa)
+	sb := clusterSite(t, js.URL, "E2EH", true)
+	doc, err := os.ReadFile(sb.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sb.config, []byte(strings.Replace(string(doc), `host_id = "e2e"`, `host_id = "elsewhere"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := adhost(t, "serve", "--config", sb.config, "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(stderr, "usage.host_id") || !strings.Contains(stderr, `"e2e"`) || !regexp.MustCompile(`host\.toml:\d+: usage\.host_id`).MatchString(stderr) {
+		t.Fatalf("another host id: exit %d:\n%s", code, stderr)
 	}
 }

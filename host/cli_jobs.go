@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"adhost/client"
 	"adhost/host/config"
 	"adhost/runtime"
+	"adhost/runtime/durable"
 	"adhost/runtime/jobs"
 	"adhost/runtime/protocol"
 )
@@ -43,6 +45,11 @@ func cliJobs(ctx context.Context, cfg *config.File, h *cliHost, log *slog.Logger
 			}
 		}
 		return ""
+	}
+	if h.shared != nil && cfg.Usage.HostID != "" {
+		if err := sharedHostID(ctx, cfg, h.durable); err != nil {
+			return nil, nil, err
+		}
 	}
 	svc, err := jobs.Open(ctx, jobs.Options{
 		Store:             h.durable,
@@ -219,4 +226,42 @@ func cliJobJSON(j *client.JobInfo) any {
 func cliReadStdin() (string, error) {
 	b, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
 	return string(b), err
+}
+
+// sharedHostIDKey holds the usage.host_id of the hosts sharing a store.
+const sharedHostIDKey = "jobs/v1/host-id"
+
+// sharedHostID refuses to start jobs on a shared store whose other hosts
+// use another usage.host_id: a job is bound to the host id it was
+// submitted under and may run on any host, so a host with another would
+// fail every other host's jobs with JOB_ACCOUNT_CHANGED (and they its
+// own). The first host with jobs on the store records its id.
+func sharedHostID(ctx context.Context, cfg *config.File, st durable.KV) error {
+	b, _ := json.Marshal(map[string]string{"hostId": cfg.Usage.HostID})
+	_, err := st.Create(ctx, sharedHostIDKey, b)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, durable.ErrExists) {
+		return fmt.Errorf("jobs: %w", err)
+	}
+	e, err := st.Get(ctx, sharedHostIDKey)
+	if err != nil {
+		return fmt.Errorf("jobs: %w", err)
+	}
+	var v struct{ HostID string }
+	if json.Unmarshal(e.Value, &v) != nil || v.HostID == cfg.Usage.HostID {
+		return nil
+	}
+	name := cfg.Path
+	if name == "" {
+		name = "host.toml"
+	}
+	where := name
+	if line := cfg.Line("usage.host_id"); line > 0 {
+		where = fmt.Sprintf("%s:%d", name, line)
+	}
+	return fmt.Errorf("%s: usage.host_id: %q, but the hosts with jobs on this store (store.jetstream.bucket_prefix %q) use %q: "+
+		"every host of a shared store needs the same host id, since a job may run on any of them (or use another bucket_prefix)",
+		where, cfg.Usage.HostID, cfg.Store.JetStream.BucketPrefix, v.HostID)
 }
