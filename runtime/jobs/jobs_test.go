@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -991,5 +992,41 @@ func TestSurvivorInterruptsAfterLease(t *testing.T) {
 	last := evs[len(evs)-1]
 	if info.State != StateInterrupted || last["type"] != "run.failed" || last["error"].(map[string]any)["code"] != "JOB_INTERRUPTED" {
 		t.Fatalf("after the lease lapsed: %+v %v", info, last)
+	}
+}
+
+// Fair dispatch holds across workers: a subject that floods the queue
+// does not hold back another's job — with one slot on each of two
+// workers, the other subject's job is among the first round of starts
+// (one per subject per worker), however many the flood has queued.
+func TestFairAcrossWorkers(t *testing.T) {
+	h := newHarness(t)
+	h.prov.started = make(chan string, 64)
+	flood := h.user("f", "flood", "submit", "read")
+	lone := h.user("l", "lone", "submit", "read")
+	o := h.options()
+	o.Workers = 1
+	o1, o2 := o, o
+	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
+	s1, s2 := h.open(o1), h.open(o2)
+	for i := range 30 {
+		if _, err := s1.Submit(context.Background(), flood, fmt.Sprintf("f%d", i), req(fmt.Sprintf("flood-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, err := s2.Submit(context.Background(), lone, "l", req("lone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Start()
+	s2.Start()
+	wait(t, s1, lone, j.ID, terminal)
+	var order []string
+	for len(h.prov.started) > 0 {
+		order = append(order, <-h.prov.started)
+	}
+	at := slices.Index(order, "lone")
+	if at < 0 || at >= 4 {
+		t.Fatalf("the lone subject's job started at %d: %v", at, order)
 	}
 }
