@@ -388,3 +388,31 @@ func TestContextHostBudget(t *testing.T) {
 		t.Errorf("one byte over, SSE: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestContextTextBudget: [context] max_text_bytes caps the UTF-8 bytes of
+// the run's text items together, at assembly (wire-context §3.6): exactly
+// at it the run completes, one byte over across two items is
+// CONTEXT_TOO_LARGE, and an image beside them does not count against it.
+func TestContextTextBudget(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	editSiteConfig(t, s, "models = [\"fixture-model\"]\n",
+		"models = [\"fixture-model\"]\ninput_media_types = { \"fixture-model\" = [\"image/png\"] }\n")
+	appendSiteConfig(t, s, "[context]\nmax_text_bytes = 10\n")
+	srv := startServer(t, s)
+	png := binItem("image", "image/png", "shot", b64(file(pngSig, 64)))
+	for _, tc := range []struct {
+		name   string
+		items  []string
+		status int
+		code   string
+	}{
+		{"at the budget", []string{textItem("a", "ééé"), textItem("b", "xyzw")}, 200, ""},
+		{"one byte over", []string{textItem("a", "ééé"), textItem("b", "xyzwv")}, 502, "CONTEXT_TOO_LARGE"},
+		{"an image beside text at the budget", []string{textItem("a", "ééé"), png, textItem("b", "xyzw")}, 200, ""},
+	} {
+		if status, ans := postRun(t, srv, s.token, runBody("echo:sources", tc.items, "")); status != tc.status || errCode(ans) != tc.code {
+			t.Errorf("%s: %d %v, want %d %s", tc.name, status, ans, tc.status, tc.code)
+		}
+	}
+}
