@@ -319,6 +319,44 @@ func TestRetrievalRunEndToEnd(t *testing.T) {
 		t.Errorf("client.Stream: %v, context progress %v", err, sawContext)
 	}
 
+	// Attachments and passages together: the context list is the
+	// attachments as sent, then the hits in rank order — what the model
+	// was given, result.sources and the artifact's sourceIds all agree.
+	st, ans = run(s.token, `{"corpus":"docs","limit":2}`, `,"attachments":[`+textItem("brief", "Summarise the battery results.")+`],"outputArtifact":{"name":"review.md","mediaType":"text/markdown"}`)
+	if st != 200 {
+		t.Fatalf("run with an attachment: %d %v", st, ans)
+	}
+	raw, _ = json.Marshal(ans)
+	var mixed struct {
+		Text      string
+		Retrieval struct{ Hits []struct{ ChunkID string } }
+		Sources   []struct{ ID, Origin string }
+		Artifacts []struct {
+			SourceIDs []string
+			Content   string
+			Sha256    string
+		}
+	}
+	if err := json.Unmarshal(raw, &mixed); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"brief"}
+	for _, h := range mixed.Retrieval.Hits {
+		want = append(want, h.ChunkID)
+	}
+	var got, origins []string
+	for _, src := range mixed.Sources {
+		got, origins = append(got, src.ID), append(origins, src.Origin)
+	}
+	if len(want) != 3 || fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(origins) != "[inline retrieval retrieval]" ||
+		len(mixed.Artifacts) != 1 || fmt.Sprint(mixed.Artifacts[0].SourceIDs) != fmt.Sprint(want) ||
+		mixed.Artifacts[0].Content != mixed.Text || mixed.Artifacts[0].Sha256 != sha([]byte(mixed.Text)) {
+		t.Errorf("attachments then passages: want %v, got %s", want, raw)
+	}
+	if first := strings.SplitN(mixed.Text, "\n", 2)[0]; !strings.HasPrefix(first, "brief rev=r1 ") {
+		t.Errorf("the model saw %q first, want the attachment", first)
+	}
+
 	items := make([]string, 9)
 	for i := range items {
 		items[i] = textItem(fmt.Sprint("a", i), "x")
