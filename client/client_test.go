@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,7 +15,20 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(summarized{m})
+}
+
+// summarized prints the client-fixture count after every test has
+// reported, so that it is the last line before go test's own (in -v
+// output a test's Printf comes before its subtests' results).
+type summarized struct{ m *testing.M }
+
+func (s summarized) Run() int {
+	code := s.m.Run()
+	if fixtureSummary != "" {
+		fmt.Println(fixtureSummary)
+	}
+	return code
 }
 
 func TestNewTransportRules(t *testing.T) {

@@ -116,6 +116,9 @@ func isExtensionCase(c *fixtureCase) bool {
 		c.Operation != "approval" && c.Operation != "tool-result" && c.Operation != "tool-progress"
 }
 
+// fixtureSummary is TestClientFixtures's count, printed by TestMain.
+var fixtureSummary string
+
 func TestClientFixtures(t *testing.T) {
 	versioning := loadFixtures(t, "versioning.json")
 	conformance := loadFixtures(t, "conformance.json")
@@ -140,7 +143,7 @@ func TestClientFixtures(t *testing.T) {
 		}
 		run("conformance", conformance.BaseEvents, c)
 	}
-	fmt.Printf("client-fixtures: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
+	fixtureSummary = fmt.Sprintf("client-fixtures: %d passed, %d failed, %d skipped", passed, failed, skipped)
 	if failed > 0 {
 		t.Fatalf("client-fixtures: %d failed", failed)
 	}
