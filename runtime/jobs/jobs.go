@@ -363,6 +363,7 @@ func (s *Service) take(ctx context.Context, j *job, q queued, dispatch bool) *jo
 			}
 			s.held[j.id] = until
 		} else {
+			s.held[j.id] = time.Now().Add(s.o.PollInterval) // see backoff
 			s.log.Warn("job lease not acquired", "job", j.id, "err", err)
 		}
 		s.mu.Unlock()
@@ -388,6 +389,7 @@ func (s *Service) take(ctx context.Context, j *job, q queued, dispatch bool) *jo
 		return nil
 	}
 	if err != nil {
+		s.backoff(j.id)
 		s.dropLocked(ctx, j, true)
 		return nil
 	}
@@ -407,6 +409,7 @@ func (s *Service) take(ctx context.Context, j *job, q queued, dispatch bool) *jo
 	case j.rec.State == StateRunning || j.rec.Ending:
 		if err := s.recoverJob(ctx, j); err != nil {
 			s.log.Warn("job recovery failed", "job", j.id, "code", string(protocol.CodeOf(storeError(err))))
+			s.backoff(j.id)
 			s.dropLocked(ctx, j, true)
 			return nil
 		}
@@ -423,6 +426,7 @@ func (s *Service) take(ctx context.Context, j *job, q queued, dispatch bool) *jo
 	if j.rec.CancelRequested {
 		if err := s.endQueuedLocked(ctx, j, runtime.EventRunCancelled, protocol.New(protocol.CodeCancelled)); err != nil {
 			s.log.Warn("job cancel failed", "job", j.id, "code", string(protocol.CodeOf(err)))
+			s.backoff(j.id)
 			s.dropLocked(ctx, j, !j.lost)
 			return nil
 		}
@@ -562,6 +566,7 @@ func (s *Service) settleLocked(ctx context.Context, j *job) {
 	if !j.rec.Tomb {
 		if err := ignoreExists(s.st.Create(ctx, expiryKey(j.rec.ExpiresAt, j.id), nil)); err != nil {
 			// The entry stays: whoever takes it next settles it again.
+			s.backoff(j.id)
 			s.dropLocked(ctx, j, true)
 			return
 		}
@@ -575,7 +580,18 @@ func (s *Service) settleLocked(ctx context.Context, j *job) {
 	}
 	if errs := parallel(fns...); errs[0] == nil {
 		s.forget(j.id)
+	} else {
+		s.backoff(j.id)
 	}
+}
+
+// backoff keeps this worker from taking the entry again before the next
+// poll: the store just failed on it, and one that fails at once must not
+// make a busy loop of pick and take.
+func (s *Service) backoff(id string) {
+	s.mu.Lock()
+	s.held[id] = time.Now().Add(s.o.PollInterval)
+	s.mu.Unlock()
 }
 
 // forget removes an entry from this worker's view of the queue.

@@ -362,6 +362,7 @@ func (s *Service) dispatch(c *job, q queued) {
 		// lease lapses if the store refuses that too.
 		if err := s.interruptLocked(ctx, j); err != nil {
 			s.log.Warn("job interrupt failed", "job", j.id, "code", string(protocol.CodeOf(err)))
+			s.backoff(j.id)
 			s.dropLocked(ctx, j, false)
 			return
 		}
@@ -382,6 +383,7 @@ func (s *Service) notStartedLocked(ctx context.Context, j *job, pe *protocol.Err
 		// nothing ran, but a persistence failure interrupts (§2.3).
 		if err := s.interruptLocked(ctx, j); err != nil {
 			s.log.Warn("job interrupt failed", "job", j.rec.ID, "code", string(protocol.CodeOf(err)))
+			s.backoff(j.id)
 			s.dropLocked(ctx, j, false)
 			return
 		}
@@ -403,6 +405,7 @@ func (s *Service) notStartedLocked(ctx context.Context, j *job, pe *protocol.Err
 		}
 		if err := s.endQueuedLocked(ctx, j, typ, end); err != nil {
 			s.log.Warn("job end failed", "job", j.rec.ID, "code", string(protocol.CodeOf(err)))
+			s.backoff(j.id)
 			s.dropLocked(ctx, j, !j.lost)
 			return
 		}
