@@ -165,8 +165,11 @@ func isJSSpace(r rune) bool {
 	return r >= 0x2000 && r <= 0x200A
 }
 
-// schemaURI is the uri pattern ^(https|app)://[^\s]+$ with JavaScript's \s.
-func schemaURI(s string) bool {
+// SchemaURI is ContextSource's uri pattern ^(https|app)://[^\s]+$ with
+// JavaScript's \s (wire-context §12: Go's \s is ASCII only, so a regexp
+// would let U+00A0 and the other Unicode spaces through). Retrieval's
+// sources are the same shape and use it too.
+func SchemaURI(s string) bool {
 	rest, ok := strings.CutPrefix(s, "https://")
 	if !ok {
 		if rest, ok = strings.CutPrefix(s, "app://"); !ok {
@@ -197,7 +200,7 @@ func decodeSource(raw json.RawMessage) (Source, error) {
 	}
 	if v, ok := m["uri"]; ok {
 		s, err := str(v, 0, maxURIUnits)
-		if err != nil || !schemaURI(s) {
+		if err != nil || !SchemaURI(s) {
 			return src, errSchema
 		}
 		src.URI = &s

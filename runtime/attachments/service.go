@@ -420,7 +420,7 @@ func resolvedShape(it *Item) error {
 		ok = false
 	}
 	if s := it.Source; ok && s.URI != nil {
-		ok = protocol.UTF16Len(*s.URI) <= maxURIUnits && schemaURI(*s.URI)
+		ok = protocol.UTF16Len(*s.URI) <= maxURIUnits && SchemaURI(*s.URI)
 	}
 	if s := it.Source; ok && s.Title != nil {
 		ok = protocol.UTF16Len(*s.Title) <= maxTitleUnits

@@ -99,3 +99,33 @@ func TestNumbersAreJSONNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceURIWhitespace: a source uri is ^(https|app)://[^\s]+$ with
+// JavaScript's \s, as for attachments (wire-context §12): the Unicode
+// spaces a Go \S lets through are refused in index and ingest bodies alike.
+func TestSourceURIWhitespace(t *testing.T) {
+	index := func(uri string) error {
+		_, err := DecodeIndex([]byte(`{"corpus":"d","source":{"id":"s","revision":"r","uri":"` + uri + `"},"chunks":[{"id":"c","text":"x"}]}`))
+		return err
+	}
+	ingestURI := func(uri string) error {
+		_, err := DecodeIngest([]byte(`{"corpus":"d","document":{"type":"text","source":{"id":"s","revision":"r","uri":"` + uri + `"},"mediaType":"text/plain","text":"x"}}`))
+		return err
+	}
+	for _, ok := range []string{`https://example.com/a`, `app://library/study-4`, `https://example.com/\u00e9`} {
+		if err := index(ok); err != nil {
+			t.Errorf("index uri %s: %v", ok, err)
+		}
+		if err := ingestURI(ok); err != nil {
+			t.Errorf("ingest uri %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{`https://a b`, `https://a\u00a0b`, `https://a\u2003b`, `https://a\u2028b`, `https://a\u3000b`, `https://a\ufeffb`, `http://a`, `https://`} {
+		if err := index(bad); protocol.CodeOf(err) != CodeInvalidRetrieval {
+			t.Errorf("index uri %s: %v, want INVALID_RETRIEVAL", bad, err)
+		}
+		if err := ingestURI(bad); protocol.CodeOf(err) != CodeInvalidIngestion {
+			t.Errorf("ingest uri %s: %v, want INVALID_INGESTION", bad, err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"adhost/runtime/attachments"
 	"adhost/runtime/protocol"
 )
 
@@ -45,8 +46,6 @@ var idPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$`)
 
 // IsID reports whether s is a RetrievalId.
 func IsID(s string) bool { return idPattern.MatchString(s) }
-
-var uriPattern = regexp.MustCompile(`^(https|app)://\S+$`)
 
 // Location is a source's or chunk's location (§6.1). Zero members are
 // absent.
@@ -284,7 +283,7 @@ func decodeSource(raw json.RawMessage, code protocol.Code, path string) (Source,
 		s.Title = t
 	}
 	if u, ok := o.str("uri", false); ok {
-		if units(u) > 2048 || !uriPattern.MatchString(u) {
+		if units(u) > 2048 || !attachments.SchemaURI(u) {
 			o.fail("%s.uri is not an https:// or app:// URI", path)
 		}
 		s.URI = u
