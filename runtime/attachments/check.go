@@ -116,18 +116,27 @@ func checkSource(s *Source) error {
 			return fail(CodeInvalidContext)
 		}
 	}
-	if s.URI != nil {
-		u, err := url.Parse(*s.URI)
-		if err != nil || !u.IsAbs() {
-			return fail(CodeInvalidContext)
-		}
-		if u.User != nil {
-			if pw, _ := u.User.Password(); u.User.Username() != "" || pw != "" {
-				return fail(CodeInvalidContext)
-			}
-		}
+	if s.URI != nil && !PlainURI(*s.URI) {
+		return fail(CodeInvalidContext)
 	}
 	return nil
+}
+
+// PlainURI is step 4 of §3.2: the uri parses as an absolute URL and names
+// no user or password (https://@host has neither and passes). Retrieval
+// holds the sources it indexes to it as well, since each becomes a
+// result.sources entry of the runs that retrieve it.
+func PlainURI(uri string) bool {
+	u, err := url.Parse(uri)
+	if err != nil || !u.IsAbs() {
+		return false
+	}
+	if u.User != nil {
+		if pw, _ := u.User.Password(); u.User.Username() != "" || pw != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeBase64 decodes data by the rules of wire-context §3.3 with limit

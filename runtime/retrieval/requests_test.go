@@ -102,7 +102,9 @@ func TestNumbersAreJSONNumbers(t *testing.T) {
 
 // TestSourceURIWhitespace: a source uri is ^(https|app)://[^\s]+$ with
 // JavaScript's \s, as for attachments (wire-context §12): the Unicode
-// spaces a Go \S lets through are refused in index and ingest bodies alike.
+// spaces a Go \S lets through are refused in index and ingest bodies alike,
+// and so is a uri naming a user or password (it would make every run
+// retrieving the passage fail INVALID_CONTEXT).
 func TestSourceURIWhitespace(t *testing.T) {
 	index := func(uri string) error {
 		_, err := DecodeIndex([]byte(`{"corpus":"d","source":{"id":"s","revision":"r","uri":"` + uri + `"},"chunks":[{"id":"c","text":"x"}]}`))
@@ -112,7 +114,7 @@ func TestSourceURIWhitespace(t *testing.T) {
 		_, err := DecodeIngest([]byte(`{"corpus":"d","document":{"type":"text","source":{"id":"s","revision":"r","uri":"` + uri + `"},"mediaType":"text/plain","text":"x"}}`))
 		return err
 	}
-	for _, ok := range []string{`https://example.com/a`, `app://library/study-4`, `https://example.com/\u00e9`} {
+	for _, ok := range []string{`https://example.com/a`, `app://library/study-4`, `https://@host/x`, `https://example.com/\u00e9`} {
 		if err := index(ok); err != nil {
 			t.Errorf("index uri %s: %v", ok, err)
 		}
@@ -120,7 +122,7 @@ func TestSourceURIWhitespace(t *testing.T) {
 			t.Errorf("ingest uri %s: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{`https://a b`, `https://a\u00a0b`, `https://a\u2003b`, `https://a\u2028b`, `https://a\u3000b`, `https://a\ufeffb`, `http://a`, `https://`} {
+	for _, bad := range []string{`https://name:secret@host/x`, `https://name@host/x`, `https://:pw@host/x`, `https://a b`, `https://a\u00a0b`, `https://a\u2003b`, `https://a\u2028b`, `https://a\u3000b`, `https://a\ufeffb`, `http://a`, `https://`} {
 		if err := index(bad); protocol.CodeOf(err) != CodeInvalidRetrieval {
 			t.Errorf("index uri %s: %v, want INVALID_RETRIEVAL", bad, err)
 		}

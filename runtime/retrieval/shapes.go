@@ -283,8 +283,13 @@ func decodeSource(raw json.RawMessage, code protocol.Code, path string) (Source,
 		s.Title = t
 	}
 	if u, ok := o.str("uri", false); ok {
-		if units(u) > 2048 || !attachments.SchemaURI(u) {
-			o.fail("%s.uri is not an https:// or app:// URI", path)
+		// Beyond §6.1's pattern, the rules a context source's uri has
+		// (wire-context §3.2 step 4): a passage becomes a result.sources
+		// entry, and one whose uri names a user or password would fail
+		// every run that retrieves it (INVALID_CONTEXT), so it is refused
+		// here, where the caller can correct it.
+		if units(u) > 2048 || !attachments.SchemaURI(u) || !attachments.PlainURI(u) {
+			o.fail("%s.uri is not an https:// or app:// URI without credentials", path)
 		}
 		s.URI = u
 	}
