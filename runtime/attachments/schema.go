@@ -155,9 +155,11 @@ func sourceID(raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-// isJSSpace is JavaScript's \s: the ASCII whitespace, NBSP, the Unicode
-// space separators, the line and paragraph separators and the BOM.
-func isJSSpace(r rune) bool {
+// IsJSSpace is JavaScript's \s, which is also the set String.prototype.trim
+// removes: the ASCII whitespace, NBSP, the Unicode space separators, the
+// line and paragraph separators and the BOM. Go's unicode.IsSpace differs
+// (it has U+0085 and lacks U+FEFF).
+func IsJSSpace(r rune) bool {
 	switch r {
 	case '\t', '\n', '\v', '\f', '\r', ' ', 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
 		return true
@@ -176,7 +178,7 @@ func SchemaURI(s string) bool {
 			return false
 		}
 	}
-	return rest != "" && strings.IndexFunc(rest, isJSSpace) < 0
+	return rest != "" && strings.IndexFunc(rest, IsJSSpace) < 0
 }
 
 func decodeSource(raw json.RawMessage) (Source, error) {

@@ -3,6 +3,8 @@ package retrieval
 import (
 	"encoding/json"
 	"strings"
+
+	"adhost/runtime/attachments"
 )
 
 // Bounds of §6.2–§6.5.
@@ -40,7 +42,10 @@ func decodeSearch(body []byte, queryRequired bool) (*SearchRequest, error) {
 	r := &SearchRequest{Limit: DefaultLimit, MaxContextBytes: DefaultContextByte, MinScore: -1}
 	r.Corpus = o.id("corpus", true)
 	if q, ok := o.str("query", queryRequired); ok {
-		if t := strings.TrimSpace(q); t == "" || units(t) > MaxQueryUnits || len(q) > MaxQueryBytes {
+		// "after trim" is JavaScript's trim: a query of U+FEFF alone is
+		// empty, one of U+0085 is not (strings.TrimSpace has it the other
+		// way round).
+		if t := strings.TrimFunc(q, attachments.IsJSSpace); t == "" || units(t) > MaxQueryUnits || len(q) > MaxQueryBytes {
 			o.fail("query must be 1..16384 characters and at most 16 KiB")
 		}
 		r.Query = q

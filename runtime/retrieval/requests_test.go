@@ -131,3 +131,23 @@ func TestSourceURIWhitespace(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryTrim: "1..16384 characters after trim" is JavaScript's trim,
+// over search bodies and the run option alike.
+func TestQueryTrim(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		ok    bool
+	}{
+		{`x`, true}, {` \t x \n`, true}, {`\u0085`, true},
+		{` `, false}, {`\ufeff`, false}, {`\u00a0\u2028\u3000`, false}, {`\u2003 \ufeff`, false},
+	} {
+		_, err := DecodeSearch([]byte(`{"corpus":"d","query":"` + c.query + `"}`))
+		_, err2 := DecodeRunOption([]byte(`{"corpus":"d","query":"` + c.query + `"}`))
+		for _, e := range []error{err, err2} {
+			if c.ok && e != nil || !c.ok && protocol.CodeOf(e) != CodeInvalidRetrieval {
+				t.Errorf("query %q: %v, want ok=%v", c.query, e, c.ok)
+			}
+		}
+	}
+}
