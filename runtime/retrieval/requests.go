@@ -2,6 +2,8 @@ package retrieval
 
 import (
 	"encoding/json"
+	"regexp"
+	"slices"
 	"strings"
 
 	"adhost/runtime/attachments"
@@ -219,26 +221,97 @@ func DecodeIndex(body []byte) (*IndexRequest, error) {
 	return r, nil
 }
 
-// decodeManifest reads an ingestion manifest. Unknown members fail.
+// decodeManifest reads an ingestion manifest as strictly as every other
+// body (member names exact, no nulls, numbers as JSON numbers, required
+// members present; encoding/json would match names case-insensitively and
+// take null or a missing count as 0).
 func decodeManifest(raw json.RawMessage) (*Manifest, error) {
+	o := parseObject(raw, CodeInvalidRetrieval, "ingestion")
 	var m Manifest
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, shapeErr(CodeInvalidRetrieval, "ingestion does not decode")
+	need := func(o *object, k string, lo, hi int) int {
+		n, ok := o.int(k, lo, hi)
+		if !ok {
+			o.fail("%s is required", o.name(k))
+		}
+		return n
 	}
-	switch {
-	case m.Format != "text" && m.Format != "markdown" && m.Format != "pdf" && m.Format != "email",
-		len(m.InputSHA256) != 64, m.InputBytes < 1 || m.InputBytes > 33_554_432,
-		m.Extractor.ID == "" || len(m.Extractor.Version) > 128,
-		m.Chunker.ID != ChunkerID || m.Chunker.MaxBytes < 128 || m.Chunker.MaxBytes > 16_384,
-		m.ExtractedTextBytes < 0 || m.ExtractedTextBytes > 1<<20,
-		m.IndexedTextBytes < 0 || m.IndexedTextBytes > 1<<20,
-		m.Chunks < 1 || m.Chunks > MaxChunks:
+	sub := func(k string, required bool, read func(*object)) bool {
+		v := o.take(k)
+		if v == nil {
+			if required {
+				o.fail("%s is required", o.name(k))
+			}
+			return false
+		}
+		so := parseObject(v, CodeInvalidRetrieval, o.name(k))
+		read(so)
+		if err := so.done(); err != nil && o.err == nil {
+			o.err = err
+		}
+		return true
+	}
+	component := func(c *Component) func(*object) {
+		return func(so *object) {
+			c.ID, _ = so.str("id", true)
+			c.Version, _ = so.str("version", true)
+			if c.ID == "" || units(c.Version) > 128 {
+				so.fail("%s must have an id and a version of at most 128 characters", so.path)
+			}
+		}
+	}
+	m.Format, _ = o.str("format", true)
+	m.InputSHA256, _ = o.str("inputSha256", true)
+	m.InputBytes = need(o, "inputBytes", 1, 33_554_432)
+	sub("extractor", true, component(&m.Extractor))
+	var ocr Component
+	if sub("ocrExtractor", false, component(&ocr)) {
+		m.OCRExtractor = &ocr
+	}
+	sub("chunker", true, func(so *object) {
+		m.Chunker.ID, _ = so.str("id", true)
+		m.Chunker.MaxBytes = need(so, "maxBytes", 128, 16_384)
+	})
+	m.ExtractedTextBytes = need(o, "extractedTextBytes", 0, 1<<20)
+	m.IndexedTextBytes = need(o, "indexedTextBytes", 0, 1<<20)
+	m.Chunks = need(o, "chunks", 1, MaxChunks)
+	var pages PageCounts
+	if sub("pages", false, func(so *object) {
+		pages.Total = need(so, "total", 1, 1000)
+		for _, k := range []string{"ocr", "empty"} {
+			var list []int
+			if v := so.take(k); v == nil {
+				so.fail("%s is required", so.name(k))
+			} else if json.Unmarshal(v, &list) != nil || len(list) > 1000 || slices.ContainsFunc(list, func(n int) bool { return n < 1 || n > 1000 }) {
+				so.fail("%s must list page numbers", so.name(k))
+			}
+			if k == "ocr" {
+				pages.OCR = list
+			} else {
+				pages.Empty = list
+			}
+		}
+	}) {
+		m.Pages = &pages
+	}
+	var msgs MessageCounts
+	if sub("messages", false, func(so *object) {
+		msgs.Total = need(so, "total", 0, MaxEmailMessages)
+		msgs.Empty = need(so, "empty", 0, MaxEmailMessages)
+	}) {
+		m.Messages = &msgs
+	}
+	if err := o.done(); err != nil {
+		return nil, err
+	}
+	if (m.Format != "text" && m.Format != "markdown" && m.Format != "pdf" && m.Format != "email") ||
+		!sha256Hex.MatchString(m.InputSHA256) || m.Chunker.ID != ChunkerID {
 		return nil, shapeErr(CodeInvalidRetrieval, "ingestion is out of range")
 	}
 	return &m, nil
 }
+
+// sha256Hex is a lowercase hex SHA-256.
+var sha256Hex = regexp.MustCompile(`^[a-f0-9]{64}$`)
 
 // describes checks that m describes chunks exactly (§6.4).
 func (m *Manifest) describes(chunks []Chunk) error {

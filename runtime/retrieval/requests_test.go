@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"adhost/runtime/protocol"
@@ -149,5 +150,53 @@ func TestQueryTrim(t *testing.T) {
 				t.Errorf("query %q: %v, want ok=%v", c.query, e, c.ok)
 			}
 		}
+	}
+}
+
+// TestIndexManifest: an index body may carry the manifest an ingestion
+// produced (§6.4), and it must describe the chunks exactly; it is read as
+// strictly as the rest of the body — exact member names, no nulls, no
+// missing counts, numbers as numbers, a lowercase digest.
+func TestIndexManifest(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	manifest := `{"format":"text","inputSha256":"` + sum + `","inputBytes":5,"extractor":{"id":"plain-text","version":"1"},` +
+		`"chunker":{"id":"source-lines-v1","maxBytes":2048},"extractedTextBytes":5,"indexedTextBytes":5,"chunks":1}`
+	body := func(m string) []byte {
+		return []byte(`{"corpus":"d","source":{"id":"s","revision":"r"},"chunks":[{"id":"c","text":"hello"}],"ingestion":` + m + `}`)
+	}
+	req, err := DecodeIndex(body(manifest))
+	if err != nil || req.Ingestion == nil || req.Ingestion.Chunks != 1 || req.Ingestion.Extractor.ID != "plain-text" {
+		t.Fatalf("a manifest describing the chunk: %+v %v", req, err)
+	}
+	pdf := strings.Replace(strings.Replace(manifest, `"format":"text"`, `"format":"pdf"`, 1), `"chunks":1}`, `"chunks":1,"pages":{"total":2,"ocr":[],"empty":[2]}}`, 1)
+	if req, err := DecodeIndex(body(pdf)); err != nil || req.Ingestion.Pages == nil || len(req.Ingestion.Pages.Empty) != 1 {
+		t.Errorf("a PDF manifest: %+v %v", req, err)
+	}
+	for name, m := range map[string]string{
+		"a member name in another case": strings.Replace(manifest, `"chunks":1`, `"Chunks":1`, 1),
+		"a null count":                  strings.Replace(manifest, `"extractedTextBytes":5`, `"extractedTextBytes":null`, 1),
+		"a missing count":               strings.Replace(manifest, `"extractedTextBytes":5,`, ``, 1),
+		"a quoted number":               strings.Replace(manifest, `"inputBytes":5`, `"inputBytes":"5"`, 1),
+		"an upper-case digest":          strings.Replace(manifest, sum, strings.ToUpper(sum), 1),
+		"an unknown member":             strings.Replace(manifest, `"chunks":1`, `"chunks":1,"extra":true`, 1),
+		"an unknown extractor member":   strings.Replace(manifest, `"version":"1"`, `"version":"1","x":1`, 1),
+		"another chunker":               strings.Replace(manifest, `source-lines-v1`, `words-v2`, 1),
+		"a page number 0":               strings.Replace(pdf, `"empty":[2]`, `"empty":[0]`, 1),
+		"pages without ocr":             strings.Replace(pdf, `"ocr":[],`, ``, 1),
+		"two chunks for one":            strings.Replace(manifest, `"chunks":1`, `"chunks":2`, 1),
+		"other indexed bytes":           strings.Replace(manifest, `"indexedTextBytes":5`, `"indexedTextBytes":4`, 1),
+	} {
+		if _, err := DecodeIndex(body(m)); protocol.CodeOf(err) != CodeInvalidRetrieval {
+			t.Errorf("%s: %v, want INVALID_RETRIEVAL", name, err)
+		}
+	}
+	// A chunk one byte over the manifest's chunker.maxBytes.
+	over := strings.NewReplacer(`"maxBytes":2048`, `"maxBytes":128`, `"indexedTextBytes":5`, `"indexedTextBytes":129`).Replace(manifest)
+	b := strings.Replace(string(body(over)), `"text":"hello"`, `"text":"`+strings.Repeat("x", 129)+`"`, 1)
+	if _, err := DecodeIndex([]byte(b)); protocol.CodeOf(err) != CodeInvalidRetrieval {
+		t.Errorf("a chunk over maxBytes: %v, want INVALID_RETRIEVAL", err)
+	}
+	if _, err := DecodeIndex([]byte(strings.Replace(b, strings.Repeat("x", 129), strings.Repeat("x", 128), 1))); err == nil {
+		t.Errorf("a chunk of 128 bytes described as 129 was accepted")
 	}
 }
