@@ -65,10 +65,23 @@ func ownerKey(owner string) string {
 
 // change is one caller's f and its answer.
 type change struct {
-	f    func(own *counted, others counted) error
+	f    func(own *counted, others counted, listed bool) error
 	err  error
 	done chan struct{}
 }
+
+// errStale is a change's answer when it may only be decided on the other
+// hosts' values listed now: the count is near its limit (nearJobs,
+// nearBytes).
+var errStale = errors.New("jobs: capacity near its limit: list again")
+
+// nearJobs and nearBytes are the room left below a limit under which a
+// reservation checks the other hosts' values listed at that moment, not
+// as cached: so a limit is exact at its edge unless hosts admit within
+// the same round trip, and far from it a reservation costs no listing.
+func nearJobs(limit int) int { return max(limit/16, 64) }
+
+func nearBytes(limit int64) int64 { return max(limit/16, 1<<20) }
 
 // maxCounterRaces bounds the retries of a counter write that keeps
 // losing (a restarted host under the same name still writing).
@@ -78,7 +91,7 @@ const maxCounterRaces = 64
 // and writes the result; f refusing (JOB_STORE_FULL) writes nothing for
 // it. A refusal is checked again on fresh reads: another host may have
 // freed room, or this host's view may be old.
-func (c *counter) change(ctx context.Context, st durable.KV, f func(own *counted, others counted) error) error {
+func (c *counter) change(ctx context.Context, st durable.KV, f func(own *counted, others counted, listed bool) error) error {
 	ch := &change{f: f, done: make(chan struct{})}
 	c.mu.Lock()
 	c.waiting = append(c.waiting, ch)
@@ -113,25 +126,28 @@ func (c *counter) write(ctx context.Context, st durable.KV, batch []*change) {
 		}
 	}
 	for try := range maxCounterRaces {
-		rechecked := try > 0
+		rechecked, listed := try > 0, false
 		if !c.fresh || time.Since(c.listedAt) > c.maxAge {
 			if err := c.load(ctx, st); err != nil {
 				fail(err)
 				return
 			}
-			rechecked = true
+			rechecked, listed = true, true
 		}
 		v := c.v
-		refused := false
+		refused, stale := false, false
 		for _, b := range batch {
 			w := v
-			if b.err = b.f(&w, c.others); b.err == nil {
+			switch b.err = b.f(&w, c.others, listed); {
+			case b.err == nil:
 				v = w
-			} else {
+			case errors.Is(b.err, errStale):
+				stale = true
+			default:
 				refused = true
 			}
 		}
-		if refused && !rechecked {
+		if stale || refused && !rechecked {
 			c.fresh = false
 			continue
 		}
@@ -223,17 +239,26 @@ func (s *Service) reserve(ctx context.Context, subject string, size int64) error
 	full := protocol.New(protocol.CodeJobStoreFull)
 	sc := s.subjectCounter(subject)
 	errs := parallel(func() error {
-		return sc.change(ctx, s.st, func(v *counted, others counted) error {
-			if v.Jobs+others.Jobs >= s.o.MaxJobsPerSubject {
+		return sc.change(ctx, s.st, func(v *counted, others counted, listed bool) error {
+			room := s.o.MaxJobsPerSubject - v.Jobs - others.Jobs
+			switch {
+			case room <= 0:
 				return full
+			case room <= nearJobs(s.o.MaxJobsPerSubject) && !listed:
+				return errStale
 			}
 			v.Jobs++
 			return nil
 		})
 	}, func() error {
-		return s.total.change(ctx, s.st, func(v *counted, others counted) error {
-			if v.Jobs+others.Jobs >= s.o.MaxJobs || v.Bytes+others.Bytes+size+liveReserve > s.o.MaxBytes {
+		return s.total.change(ctx, s.st, func(v *counted, others counted, listed bool) error {
+			room := s.o.MaxJobs - v.Jobs - others.Jobs
+			bytes := s.o.MaxBytes - v.Bytes - others.Bytes - size - liveReserve
+			switch {
+			case room <= 0 || bytes < 0:
 				return full
+			case (room <= nearJobs(s.o.MaxJobs) || bytes < nearBytes(s.o.MaxBytes)) && !listed:
+				return errStale
 			}
 			v.Jobs++
 			v.Bytes += size + liveReserve
@@ -266,7 +291,7 @@ func parallel(fns ...func() error) []error {
 }
 
 func (s *Service) unreserveTotal(ctx context.Context, size int64) {
-	_ = s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted) error {
+	_ = s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted, _ bool) error {
 		v.Jobs--
 		v.Bytes -= size + liveReserve
 		return nil
@@ -274,7 +299,7 @@ func (s *Service) unreserveTotal(ctx context.Context, size int64) {
 }
 
 func (s *Service) unreserveSubject(ctx context.Context, sc *counter) {
-	_ = sc.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted) error {
+	_ = sc.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted, _ bool) error {
 		v.Jobs--
 		return nil
 	})
@@ -293,7 +318,7 @@ func (s *Service) addLiveBytes(ctx context.Context, d int64) {
 	if d == 0 {
 		return
 	}
-	err := s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted) error {
+	err := s.total.change(context.WithoutCancel(ctx), s.st, func(v *counted, _ counted, _ bool) error {
 		v.Bytes += d
 		return nil
 	})

@@ -136,11 +136,13 @@
 // contend on a hot key): the count is the sum over the workers' keys. A
 // submission reserves one job on its subject's counter and one job plus its
 // record's bytes (and liveReserve) on the total before its record is
-// written, checking its own exact value plus the other workers' values as
-// listed at most a poll interval or 250 ms ago (whichever is longer),
-// listed again before any refusal. So hosts may together admit past a limit
-// by what the other hosts admitted since the last listing: at most that
-// interval's admissions per other host — a bounded over-admission, never a
+// written, checking its own exact value plus the other workers' values:
+// far from a limit as listed at most a poll interval or 250 ms ago
+// (whichever is longer), and within 64 jobs (or a 16th of the limit; 1 MB
+// or a 16th for bytes) of it, and before any refusal, as listed at that
+// moment. So a limit holds exactly at its edge, except for submissions on
+// several hosts racing within one listing's round trip (a bounded
+// over-admission of at most one per racing host); there is never a
 // refusal with room left. Concurrent changes in one process are combined
 // into one write. Event bytes reach the total when the job ends (with the
 // terminal record) and leave it at the tombstone (on the maintenance

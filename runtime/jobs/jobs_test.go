@@ -1030,3 +1030,42 @@ func TestFairAcrossWorkers(t *testing.T) {
 		t.Fatalf("the lone subject's job started at %d: %v", at, order)
 	}
 }
+
+// Capacity holds across workers at its edges: submissions alternating
+// between two workers fill max_jobs_per_subject and max_jobs exactly, and
+// the next one on either is JOB_STORE_FULL.
+func TestCapacityAcrossWorkers(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	bob := h.user("b1", "bob", "submit", "read")
+	o := h.options()
+	o.MaxJobs, o.MaxJobsPerSubject = 5, 3
+	o1, o2 := o, o
+	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
+	s1, s2 := h.open(o1), h.open(o2)
+	ws := []*Service{s1, s2}
+	for i := range 3 {
+		if _, err := ws[i%2].Submit(context.Background(), alice, fmt.Sprintf("a%d", i), req("hello")); err != nil {
+			t.Fatalf("alice %d: %v", i, err)
+		}
+	}
+	for _, s := range ws {
+		if _, err := s.Submit(context.Background(), alice, "a-over", req("hello")); protocol.CodeOf(err) != protocol.CodeJobStoreFull {
+			t.Fatalf("alice past max_jobs_per_subject: %v", err)
+		}
+	}
+	for i := range 2 {
+		if _, err := ws[(i+1)%2].Submit(context.Background(), bob, fmt.Sprintf("b%d", i), req("hello")); err != nil {
+			t.Fatalf("bob %d: %v", i, err)
+		}
+	}
+	for _, s := range ws {
+		if _, err := s.Submit(context.Background(), bob, "b-over", req("hello")); protocol.CodeOf(err) != protocol.CodeJobStoreFull {
+			t.Fatalf("bob past max_jobs: %v", err)
+		}
+	}
+	// A resubmission on the other worker is the same job, not a new one.
+	if _, err := s2.Submit(context.Background(), alice, "a0", req("hello")); err != nil {
+		t.Fatalf("resubmission at capacity: %v", err)
+	}
+}
