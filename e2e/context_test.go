@@ -281,6 +281,20 @@ func TestCLIRunAttach(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "--artifact") {
 		t.Errorf("--artifact pdf: exit %d %s", code, stderr)
 	}
+	// A JSON artifact is the compact validated output; it needs --schema.
+	schema := filepath.Join(s.dir, "schema.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = adhost(t, append(base, "--schema", schema, "--artifact", "json", "conformance:structured")...)
+	if code != 0 || !strings.Contains(stdout, `{"ok":true}`) ||
+		!strings.Contains(stderr, "artifact artifact.json (application/json) sha256 "+sha([]byte(`{"ok":true}`))+", sources []") {
+		t.Errorf("--artifact json: exit %d stdout %q stderr %s", code, stdout, stderr)
+	}
+	code, _, stderr = adhost(t, append(base, "--artifact", "json", "conformance:structured")...)
+	if code == 0 || !strings.Contains(stderr, "INVALID_ARTIFACT") && !strings.Contains(stderr, "--schema") {
+		t.Errorf("--artifact json without --schema: exit %d %s", code, stderr)
+	}
 }
 
 // TestContextDurable: an idempotent replay returns the recorded sources and
