@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"adhost/runtime"
+	"adhost/runtime/durable"
 	"adhost/runtime/jobs"
 	"adhost/runtime/protocol"
 	"adhost/store"
@@ -25,7 +26,32 @@ func BenchmarkJobsFixture(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	b.Cleanup(func() { st.Close() }) // after the worker's Stop
+	ps, byDigest := jobPrincipals()
+	svc := jobService(b, e, st, byDigest, "", 5*time.Millisecond)
+	runJobs(b, ps, func(int) *jobs.Service { return svc })
+}
+
+// jobPrincipals are the 8 subjects the job benchmarks submit as, and
+// their lookup by credential digest.
+func jobPrincipals() ([]*runtime.Principal, map[string]*runtime.Principal) {
+	var ps []*runtime.Principal
+	byDigest := map[string]*runtime.Principal{}
+	for i := range 8 {
+		p := &runtime.Principal{
+			Subject: "subject-" + strconv.Itoa(i), Providers: map[string]bool{providerID: true},
+			Ops: map[string]bool{"jobs.submit": true, "jobs.read": true}, CredentialDigest: fmt.Sprintf("%064d", i),
+		}
+		ps = append(ps, p)
+		byDigest[p.CredentialDigest] = p
+	}
+	return ps, byDigest
+}
+
+// jobService is one host's job worker on st: its own engine with the
+// fixture, limits out of the way, started; owner names its leases
+// (empty: the host id).
+func jobService(b *testing.B, e *env, st durable.Store, byDigest map[string]*runtime.Principal, owner string, poll time.Duration) *jobs.Service {
 	m := e.x.Manifest()
 	eng, err := runtime.New(runtime.Options{
 		Providers: []*runtime.ProviderInstance{{
@@ -37,33 +63,30 @@ func BenchmarkJobsFixture(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer eng.Shutdown(context.Background())
-	var ps []*runtime.Principal
-	byDigest := map[string]*runtime.Principal{}
-	for i := range 8 {
-		p := &runtime.Principal{
-			Subject: "subject-" + strconv.Itoa(i), Providers: map[string]bool{providerID: true},
-			Ops: map[string]bool{"jobs.submit": true, "jobs.read": true}, CredentialDigest: fmt.Sprintf("%064d", i),
-		}
-		ps = append(ps, p)
-		byDigest[p.CredentialDigest] = p
-	}
 	svc, err := jobs.Open(context.Background(), jobs.Options{
-		Store: st, Engine: eng, HostID: "bench",
+		Store: st, Engine: eng, HostID: "bench", LeaseOwner: owner,
 		Resolve:   func(d string) *runtime.Principal { return byDigest[d] },
 		Account:   func(string) string { return "bench" },
 		Retention: time.Hour, MaxJobs: 100_000, MaxJobsPerSubject: 100_000, MaxBytes: 1 << 40, Workers: 64,
-		PollInterval: 5 * time.Millisecond,
+		PollInterval: poll,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	svc.Start()
-	defer func() {
+	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		svc.Stop(ctx)
-	}()
+		eng.Shutdown(ctx)
+	})
+	return svc
+}
+
+// runJobs submits b.N jobs of conformance:text, job k as subject k%8 to
+// host(k), then reads each on the host it went to until it completed, and
+// reports jobs/s.
+func runJobs(b *testing.B, ps []*runtime.Principal, host func(k int) *jobs.Service) {
 	req := func() *protocol.RunRequest {
 		return &protocol.RunRequest{Provider: providerID, Model: modelID, Input: "conformance:text"}
 	}
@@ -72,18 +95,23 @@ func BenchmarkJobsFixture(b *testing.B) {
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
-			var ids []string
+			type sub struct {
+				id  string
+				svc *jobs.Service
+			}
+			var subs []sub
 			for k := i; k < b.N; k += len(ps) {
+				svc := host(k)
 				info, err := svc.Submit(context.Background(), p, "k"+strconv.Itoa(k), req())
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				ids = append(ids, info.ID)
+				subs = append(subs, sub{info.ID, svc})
 			}
-			for _, id := range ids {
+			for _, s := range subs {
 				for {
-					info, err := svc.Read(context.Background(), p, id)
+					info, err := s.svc.Read(context.Background(), p, s.id)
 					if err != nil {
 						b.Error(err)
 						return
@@ -92,7 +120,7 @@ func BenchmarkJobsFixture(b *testing.B) {
 						break
 					}
 					if info.State != jobs.StateQueued && info.State != jobs.StateRunning {
-						b.Errorf("job %s: %s", id, info.State)
+						b.Errorf("job %s: %s", s.id, info.State)
 						return
 					}
 					time.Sleep(200 * time.Microsecond)
