@@ -7,12 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
+	"adhost/runtime/attachments/sourceuri"
 	"adhost/runtime/protocol"
 )
 
@@ -130,27 +130,11 @@ func validateSource(raw json.RawMessage) (string, error) {
 	return id, nil
 }
 
-// validSourceURI is the uri rule: https or app, no whitespace, an
-// absolute URL without a user name or password.
+// validSourceURI is the uri rule: at most 2,048 characters, https or app
+// with no JavaScript whitespace, an absolute URL without a user name or
+// password (the host's own rules, runtime/attachments/sourceuri).
 func validSourceURI(s string) bool {
-	if utf16Len(s) > 2048 || !(strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "app://")) {
-		return false
-	}
-	if strings.IndexFunc(s, func(r rune) bool {
-		return r <= ' ' || r == 0xA0 || r == 0x1680 || (r >= 0x2000 && r <= 0x200A) || r == 0x2028 || r == 0x2029 || r == 0x202F || r == 0x205F || r == 0x3000 || r == 0xFEFF
-	}) >= 0 {
-		return false
-	}
-	u, err := url.Parse(s)
-	if err != nil || !u.IsAbs() {
-		return false
-	}
-	if u.User != nil {
-		if pw, _ := u.User.Password(); u.User.Username() != "" || pw != "" {
-			return false
-		}
-	}
-	return true
+	return utf16Len(s) <= 2048 && sourceuri.Schema(s) && sourceuri.Plain(s)
 }
 
 func validateLocation(raw json.RawMessage) error {

@@ -3,10 +3,10 @@ package attachments
 import (
 	"bytes"
 	"encoding/base64"
-	"net/url"
 	"strings"
 	"unicode/utf8"
 
+	"adhost/runtime/attachments/sourceuri"
 	"adhost/runtime/protocol"
 )
 
@@ -116,27 +116,10 @@ func checkSource(s *Source) error {
 			return fail(CodeInvalidContext)
 		}
 	}
-	if s.URI != nil && !PlainURI(*s.URI) {
+	if s.URI != nil && !sourceuri.Plain(*s.URI) {
 		return fail(CodeInvalidContext)
 	}
 	return nil
-}
-
-// PlainURI is step 4 of §3.2: the uri parses as an absolute URL and names
-// no user or password (https://@host has neither and passes). Retrieval
-// holds the sources it indexes to it as well, since each becomes a
-// result.sources entry of the runs that retrieve it.
-func PlainURI(uri string) bool {
-	u, err := url.Parse(uri)
-	if err != nil || !u.IsAbs() {
-		return false
-	}
-	if u.User != nil {
-		if pw, _ := u.User.Password(); u.User.Username() != "" || pw != "" {
-			return false
-		}
-	}
-	return true
 }
 
 // DecodeBase64 decodes data by the rules of wire-context §3.3 with limit

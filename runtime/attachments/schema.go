@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"adhost/runtime/attachments/sourceuri"
 	"adhost/runtime/protocol"
 )
 
@@ -155,32 +156,6 @@ func sourceID(raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-// IsJSSpace is JavaScript's \s, which is also the set String.prototype.trim
-// removes: the ASCII whitespace, NBSP, the Unicode space separators, the
-// line and paragraph separators and the BOM. Go's unicode.IsSpace differs
-// (it has U+0085 and lacks U+FEFF).
-func IsJSSpace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200A
-}
-
-// SchemaURI is ContextSource's uri pattern ^(https|app)://[^\s]+$ with
-// JavaScript's \s (wire-context §12: Go's \s is ASCII only, so a regexp
-// would let U+00A0 and the other Unicode spaces through). Retrieval's
-// sources are the same shape and use it too.
-func SchemaURI(s string) bool {
-	rest, ok := strings.CutPrefix(s, "https://")
-	if !ok {
-		if rest, ok = strings.CutPrefix(s, "app://"); !ok {
-			return false
-		}
-	}
-	return rest != "" && strings.IndexFunc(rest, IsJSSpace) < 0
-}
-
 func decodeSource(raw json.RawMessage) (Source, error) {
 	var src Source
 	m, err := object(raw, "id", "revision", "title", "uri", "location")
@@ -202,7 +177,7 @@ func decodeSource(raw json.RawMessage) (Source, error) {
 	}
 	if v, ok := m["uri"]; ok {
 		s, err := str(v, 0, maxURIUnits)
-		if err != nil || !SchemaURI(s) {
+		if err != nil || !sourceuri.Schema(s) {
 			return src, errSchema
 		}
 		src.URI = &s

@@ -13,6 +13,7 @@ import (
 
 	"adhost/abi"
 	"adhost/runtime"
+	"adhost/runtime/attachments/sourceuri"
 	"adhost/runtime/protocol"
 )
 
@@ -420,7 +421,7 @@ func resolvedShape(it *Item) error {
 		ok = false
 	}
 	if s := it.Source; ok && s.URI != nil {
-		ok = protocol.UTF16Len(*s.URI) <= maxURIUnits && SchemaURI(*s.URI)
+		ok = protocol.UTF16Len(*s.URI) <= maxURIUnits && sourceuri.Schema(*s.URI)
 	}
 	if s := it.Source; ok && s.Title != nil {
 		ok = protocol.UTF16Len(*s.Title) <= maxTitleUnits

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"adhost/runtime/attachments"
+	"adhost/runtime/attachments/sourceuri"
 )
 
 // Bounds of §6.2–§6.5.
@@ -47,7 +47,7 @@ func decodeSearch(body []byte, queryRequired bool) (*SearchRequest, error) {
 		// "after trim" is JavaScript's trim: a query of U+FEFF alone is
 		// empty, one of U+0085 is not (strings.TrimSpace has it the other
 		// way round).
-		if t := strings.TrimFunc(q, attachments.IsJSSpace); t == "" || units(t) > MaxQueryUnits || len(q) > MaxQueryBytes {
+		if t := strings.TrimFunc(q, sourceuri.IsJSSpace); t == "" || units(t) > MaxQueryUnits || len(q) > MaxQueryBytes {
 			o.fail("query must be 1..16384 characters and at most 16 KiB")
 		}
 		r.Query = q

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"adhost/runtime/attachments"
+	"adhost/runtime/attachments/sourceuri"
 	"adhost/runtime/protocol"
 )
 
@@ -288,7 +288,7 @@ func decodeSource(raw json.RawMessage, code protocol.Code, path string) (Source,
 		// entry, and one whose uri names a user or password would fail
 		// every run that retrieves it (INVALID_CONTEXT), so it is refused
 		// here, where the caller can correct it.
-		if units(u) > 2048 || !attachments.SchemaURI(u) || !attachments.PlainURI(u) {
+		if units(u) > 2048 || !sourceuri.Schema(u) || !sourceuri.Plain(u) {
 			o.fail("%s.uri is not an https:// or app:// URI without credentials", path)
 		}
 		s.URI = u
