@@ -859,15 +859,21 @@ func TestLeaseLost(t *testing.T) {
 	}
 }
 
+// two opens two workers (two hosts) on the harness's store with o, named
+// worker-1 and worker-2.
+func (h *harness) two(o Options) (*Service, *Service) {
+	o1, o2 := o, o
+	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
+	return h.open(o1), h.open(o2)
+}
+
 // Two workers on one store (two hosts): every job runs exactly once, on
 // one of them, both take part, and each reads the other's jobs.
 func TestTwoWorkersShareTheQueue(t *testing.T) {
 	h := newHarness(t)
 	o := h.options()
 	o.MaxJobs, o.MaxJobsPerSubject = 1000, 1000
-	o1, o2 := o, o
-	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
-	s1, s2 := h.open(o1), h.open(o2)
+	s1, s2 := h.two(o)
 	s1.Start()
 	s2.Start()
 	users := []*runtime.Principal{h.user("a", "subject-a", "submit", "read"), h.user("b", "subject-b", "submit", "read"), h.user("c", "subject-c", "submit", "read")}
@@ -913,9 +919,7 @@ func TestTwoWorkersShareTheQueue(t *testing.T) {
 func TestCancelAcrossWorkers(t *testing.T) {
 	h := newHarness(t)
 	alice := h.user("a1", "alice", "submit", "read", "cancel")
-	o1, o2 := h.options(), h.options()
-	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
-	s1, s2 := h.open(o1), h.open(o2)
+	s1, s2 := h.two(h.options())
 	s1.Start() // only s1 dispatches
 	j, err := s2.Submit(context.Background(), alice, "k", req("block"))
 	if err != nil {
@@ -1006,9 +1010,7 @@ func TestFairAcrossWorkers(t *testing.T) {
 	lone := h.user("l", "lone", "submit", "read")
 	o := h.options()
 	o.Workers = 1
-	o1, o2 := o, o
-	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
-	s1, s2 := h.open(o1), h.open(o2)
+	s1, s2 := h.two(o)
 	for i := range 30 {
 		if _, err := s1.Submit(context.Background(), flood, fmt.Sprintf("f%d", i), req(fmt.Sprintf("flood-%d", i))); err != nil {
 			t.Fatal(err)
@@ -1040,9 +1042,7 @@ func TestCapacityAcrossWorkers(t *testing.T) {
 	bob := h.user("b1", "bob", "submit", "read")
 	o := h.options()
 	o.MaxJobs, o.MaxJobsPerSubject = 5, 3
-	o1, o2 := o, o
-	o1.LeaseOwner, o2.LeaseOwner = "worker-1", "worker-2"
-	s1, s2 := h.open(o1), h.open(o2)
+	s1, s2 := h.two(o)
 	ws := []*Service{s1, s2}
 	for i := range 3 {
 		if _, err := ws[i%2].Submit(context.Background(), alice, fmt.Sprintf("a%d", i), req("hello")); err != nil {
