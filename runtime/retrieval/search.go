@@ -83,6 +83,13 @@ func (s *Service) Find(ctx context.Context, p *runtime.Principal, req *SearchReq
 // authorized returns the documents subject may search: the visible ones,
 // or when ids are given exactly those — each must be visible, and an
 // invisible source is the same CONTEXT_NOT_FOUND as a missing one.
+//
+// §6.1 bounds the map an application authorizer returns to 1,000 sources;
+// here the authorizer is the configuration and returns no map, so the
+// bound is not applied to a whole-corpus search (a corpus of more sources
+// would otherwise be unsearchable without naming them). An explicit
+// sourceIds list keeps its 1..1000 schema bound (a choice, not upstream-
+// confirmed).
 func (c *corpus) authorized(subject string, ids []string) (map[*liveDoc]string, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
