@@ -333,3 +333,32 @@ func TestClusterHostID(t *testing.T) {
 		t.Fatalf("another host id: exit %d:\n%s", code, stderr)
 	}
 }
+
+// TestClusterCancelAcross: a job running on host A (the only one up when
+// it was taken) is cancelled from host B: B persists cancelRequested at
+// once, and A stops the run, which ends run.cancelled — read on B.
+func TestClusterCancelAcross(t *testing.T) {
+	js := natstest.Start(t, "")
+	sa, sb := clusterSite(t, js.URL, "E2EX", true), clusterSite(t, js.URL, "E2EX", true)
+	a := startServer(t, sa)
+	ca := clusterClient(t, a, sa)
+	ctx := t.Context()
+	job, err := ca.SubmitJob(ctx, "long", jobReq("conformance:cancel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, ca, job.ID, func(i *client.JobInfo) bool {
+		return i.State == client.JobRunning && strings.Contains(jobTypes(jobLog(t, ca, job.ID)), "run.progress")
+	})
+	b := startServer(t, sb)
+	cb := clusterClient(t, b, sb)
+	got, err := cb.CancelJob(ctx, job.ID)
+	if err != nil || !got.CancelRequested || got.State != client.JobRunning {
+		t.Fatalf("cancel on B: %+v %v", got, err)
+	}
+	done := waitJob(t, cb, job.ID, (*client.JobInfo).Terminal)
+	evs := jobLog(t, cb, job.ID)
+	if done.State != client.JobCancelled || !done.CancelRequested || evs[len(evs)-1].Type != client.EventRunCancelled {
+		t.Fatalf("after the cancel: %+v, events %s", done, jobTypes(evs))
+	}
+}
