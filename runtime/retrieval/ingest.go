@@ -233,7 +233,10 @@ func (s *Service) ingestDocument(ctx context.Context, p *runtime.Principal, req 
 		}
 	case "email":
 		m.Format, m.Extractor.ID = "email", "email-plain-text"
-		input, _ = json.Marshal(struct {
+		// The JSON of {threadId, messages} as JavaScript writes it: no
+		// HTML escaping (json.Marshal would write < > & as \u003c …, so a
+		// thread mentioning "a < b" had another inputSha256).
+		input, _ = marshal(struct {
 			ThreadID string         `json:"threadId"`
 			Messages []emailMessage `json:"messages"`
 		}{req.Doc.ThreadID, req.Doc.Messages})

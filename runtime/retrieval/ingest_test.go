@@ -105,6 +105,12 @@ func TestIngestEmail(t *testing.T) {
 			t.Errorf("hit %q at %+v", h.Text, l)
 		}
 	}
+	// inputSha256 is over the JSON of {threadId, messages} as JavaScript
+	// writes it, with no HTML escaping: computed here from the literal.
+	res, err = ingest(t, s, `{"corpus":"docs","document":{"type":"email","source":{"id":"html","revision":"r1"},"threadId":"t","messages":[{"id":"a","text":"<b> & \"c\""}]}}`)
+	if want := sha256.Sum256([]byte(`{"threadId":"t","messages":[{"id":"a","text":"<b> & \"c\""}]}`)); err != nil || res.Ingestion.InputSHA256 != hex.EncodeToString(want[:]) {
+		t.Errorf("inputSha256 of a thread with < > &: %+v %v", res, err)
+	}
 	_, err = ingest(t, s, `{"corpus":"docs","document":{"type":"email","source":{"id":"e","revision":"r1"},"threadId":"t","messages":[{"id":"m","text":" "}]}}`)
 	wantCode(t, "only empty messages", err, CodeEmptyDocument)
 }
