@@ -972,11 +972,27 @@ func (s *Service) Events(ctx context.Context, p *runtime.Principal, id string, a
 		if rec.Seq > info.Cursor {
 			break // appended after the cursor was read: the next page has it
 		}
+		if !terminalState(r.State) && isTerminalEvent(rec.Data) {
+			// The terminal event is committed but the record not yet
+			// settled (its worker writes the log first, the record
+			// second): a page may not pair it with a running state, so
+			// it waits for the next page, which sees the settled record.
+			break
+		}
 		page.Events = append(page.Events, rec.Data)
 		page.NextCursor = rec.Seq
 	}
 	page.HasMore = page.NextCursor < info.Cursor
 	return page, nil
+}
+
+// isTerminalEvent reports whether an event's JSON is run.completed,
+// run.failed or run.cancelled.
+func isTerminalEvent(data []byte) bool {
+	var ev struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(data, &ev) == nil && (ev.Type == runtime.EventRunCompleted || ev.Type == runtime.EventRunFailed || ev.Type == runtime.EventRunCancelled)
 }
 
 // Cancel cancels a job (§2.3) from any host: a terminal job is returned
