@@ -31,6 +31,17 @@ func retrievalSite(t *testing.T, model string, dims int) *site {
 [tokens.grants]
 %s
 
+%s`, retrievalGrants, docsCorpus(lh, model, dims))
+	if err := os.WriteFile(s.config, append(doc, extra...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// docsCorpus is the host.toml tables of a docs corpus on the local-hashing
+// plugin lh (copied into the site) with model and dims.
+func docsCorpus(lh plugin, model string, dims int) string {
+	return fmt.Sprintf(`
 [[extensions]]
 id = "local-hashing"
 version = "1.0.0"
@@ -47,11 +58,7 @@ embedder = "local-hashing"
 model = %q
 dimensions = %d
 version = "docs-v1"
-`, retrievalGrants, filepath.Base(lh.path), lh.digest, model, dims)
-	if err := os.WriteFile(s.config, append(doc, extra...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return s
+`, filepath.Base(lh.path), lh.digest, model, dims)
 }
 
 // retrievalGrants is the dev token's retrieval grant in retrievalSite.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -297,24 +296,7 @@ sessions = ["create", "read", "continue", "delete"]
 approve_tools = ["conformance_lookup"]
 application_tools = [{ name = "lookup_ticket", requires_approval = false }]
 retrieval = { search = ["docs"], index = ["docs"], delete = ["docs"] }
-
-[[extensions]]
-id = "local-hashing"
-version = "1.0.0"
-module = %q
-sha256 = %q
-
-[[retrieval.embedders]]
-id = "local-hashing"
-extension = "local-hashing@1.0.0"
-account_id = "local"
-
-[retrieval.corpora.docs]
-embedder = "local-hashing"
-model = "hash-ngram-256"
-dimensions = 256
-version = "docs-v1"
-`, filepath.Base(lh.path), lh.digest)
+%s`, docsCorpus(lh, "hash-ngram-256", 256))
 	if err := os.WriteFile(s.config, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
