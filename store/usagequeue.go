@@ -19,13 +19,17 @@ const (
 	// usageFlushInterval is how long the writer lets records gather after
 	// the first one of a batch arrives: runs finishing meanwhile share one
 	// commit, and a reader polling the JSONL file sees a record within it.
-	// Each commit is synced (Badger's SyncWrites), so the interval sets
-	// the syncs a busy host pays: at 2 ms a gateway at ~4,000 runs/s made
-	// ~500 syncs a second, about 4 % of its CPU in the commit path; at
-	// 10 ms a fifth of that. A kill -9 can lose the usage of the runs of
-	// the last interval (their results were already answered) — at most
-	// 10 ms of them instead of 2.
-	usageFlushInterval = 10 * time.Millisecond
+	// Each commit is synced (Badger's SyncWrites: an msync of the value
+	// log's mapping, which blocks its thread for ~0.3 ms and wakes the
+	// scheduler's monitor each time), so the interval sets the syncs a busy
+	// host pays: at 2 ms a gateway at ~4,000 runs/s made ~500 syncs a
+	// second; at 10 ms the commit path was still 5.5 % of the host's CPU
+	// under make bench-gateway (perf: 4.1 % in msync), at 50 ms a fifth of
+	// that. A kill -9 can lose the usage of the runs of the last interval
+	// (their results were already answered) — at most 50 ms of them; usage
+	// is an observed record (wire-core §14.3: a record that cannot be
+	// queued is dropped and counted, never holding up a run), not a ledger.
+	usageFlushInterval = 50 * time.Millisecond
 )
 
 // errUsageClosed is returned for a record offered after Close.
