@@ -43,7 +43,7 @@ func TestReplicas3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"KV_R3_KV", "KV_R3_LEASES", "R3_LOGS"} {
+	for _, name := range []string{"KV_R3_KV_0", "KV_R3_KV_3", "KV_R3_LEASES", "R3_LOGS_0", "R3_LOGS_3"} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)

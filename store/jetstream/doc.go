@@ -10,16 +10,32 @@
 // Under a bucket prefix P (host.toml store.jetstream.bucket_prefix,
 // default ADHOST), one per deployment:
 //
-//	KV bucket P_KV       durable.KV: one key per durable key
-//	KV bucket P_LEASES   durable.Leases: holder, fencing token, expiry
-//	stream P_LOGS        durable.Logs: subjects "P.log.<name>.<seq>"
+//	KV buckets P_KV_0…3   durable.KV: one key per durable key, in the
+//	                      bucket its hash picks
+//	KV bucket P_LEASES    durable.Leases: holder, fencing token, expiry
+//	streams P_LOGS_0…3    durable.Logs: subjects "P.log<i>.<name>.<seq>",
+//	                      a log in the stream its name's hash picks
+//
+// Why shards: with replicas 1 and every write synced, a stream stores
+// and syncs one message after another, while different streams sync at
+// once. A job writes about a dozen keys and one log message per event;
+// in one bucket and one stream those queued behind each other, and the
+// KV stream's sync rate was the cluster's job rate (BenchmarkJobsCluster
+// reports the busiest stream's writes per job: 9 of 15.5 in one bucket,
+// 2.3 with four). The shard of a key or log is FNV-1a of its name, the
+// same on every host; the counts are part of the layout, recorded in the
+// first bucket's metadata: a host with other counts, or a store holding
+// state in the unsharded P_KV or P_LOGS, is refused at Open rather than
+// read as empty.
 //
 // Durable keys use '/' between levels; each level becomes one subject
 // token (keys.go: '.' and '=' inside a level are escaped, an empty level
 // has a token of its own), so a List of "jobs/v1/job/" is the subject
-// filter "jobs.v1.job.>". Revisions are the KV stream's sequences: they
-// grow with every write of a key, across delete and re-create, like the
-// Badger store's counter. Create, Update and Delete with a revision are
+// filter "jobs.v1.job.>" on every shard, merged and sorted. Revisions are
+// the sequences of the key's bucket stream: they grow with every write of
+// a key, across delete and re-create, like the Badger store's counter
+// (revisions of keys in different shards are unrelated, which durable.KV
+// allows: a revision is only ever compared for its own key). Create, Update and Delete with a revision are
 // JetStream's own compare-and-set (the expected last subject sequence),
 // so two hosts racing on one revision get one success and one
 // durable.ErrRevision from the server, not from a read-then-write here.
@@ -75,9 +91,10 @@
 //
 // # What does not map one to one
 //
-//   - List reads every key under the prefix's complete levels, then
-//     sorts and cuts: JetStream keeps keys in write order. A page costs
-//     the whole prefix (fine at the features' bounds: thousands of keys).
+//   - List reads every key under the prefix's complete levels, from the
+//     four shards at once, then sorts and cuts: JetStream keeps keys in
+//     write order. A page costs the whole prefix (fine at the features'
+//     bounds: thousands of keys).
 //   - Size: one value, record or multi-record Append is one message,
 //     bounded by the server's max_payload (1 MiB by default; raise it to
 //     the largest job record, max_job_bytes, or jobs with large requests

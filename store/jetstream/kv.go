@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hash/fnv"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,17 +15,29 @@ import (
 	"adhost/runtime/durable"
 )
 
-// KV: one key of the KV bucket per durable key (encodeKey); a revision is
-// the bucket stream's sequence of the key's last write, so it grows with
-// every write of the key, across delete and re-create.
+// KV: one key per durable key (encodeKey) in the KV bucket its hash
+// names (kvShardOf); a revision is that bucket stream's sequence of the
+// key's last write, so it grows with every write of the key, across delete
+// and re-create. Revisions of keys in different shards are unrelated, as
+// durable.KV allows: they are only ever compared for one key.
+
+// kvShardOf is the shard holding an encoded key: FNV-1a of it, so every
+// host puts a key in the same bucket.
+func (s *Store) kvShardOf(enc string) *kvShard {
+	h := fnv.New32a()
+	h.Write([]byte(enc))
+	return &s.kvs[h.Sum32()%uint32(kvShards)]
+}
 
 func (s *Store) Get(ctx context.Context, key string) (durable.Entry, error) {
+	s.writes.reads.Add(1)
 	ctx, cancel, err := s.op(ctx, key)
 	if err != nil {
 		return durable.Entry{}, err
 	}
 	defer cancel()
-	e, err := s.kv.Get(ctx, encodeKey(key))
+	enc := encodeKey(key)
+	e, err := s.kvShardOf(enc).kv.Get(ctx, enc)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return durable.Entry{}, durable.ErrNotFound
 	}
@@ -39,13 +53,17 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (uint64, e
 		return 0, err
 	}
 	defer cancel()
-	rev, err := s.kv.Create(ctx, encodeKey(key), value)
+	enc := encodeKey(key)
+	sh := s.kvShardOf(enc)
+	rev, err := sh.kv.Create(ctx, enc, value)
 	if err != nil {
 		if wrongLast(err) {
 			return 0, durable.ErrExists
 		}
 		return 0, s.fail(err)
 	}
+	s.writes.kvCreate.Add(1)
+	sh.writes.Add(1)
 	return rev, nil
 }
 
@@ -59,13 +77,17 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, rev uint64
 		// JetStream reads 0 as "absent"; durable revisions are positive.
 		return 0, durable.ErrRevision
 	}
-	n, err := s.kv.Update(ctx, encodeKey(key), value, rev)
+	enc := encodeKey(key)
+	sh := s.kvShardOf(enc)
+	n, err := sh.kv.Update(ctx, enc, value, rev)
 	if err != nil {
 		if wrongLast(err) {
 			return 0, durable.ErrRevision
 		}
 		return 0, s.fail(err)
 	}
+	s.writes.kvUpdate.Add(1)
+	sh.writes.Add(1)
 	return n, nil
 }
 
@@ -79,27 +101,34 @@ func (s *Store) Delete(ctx context.Context, key string, rev uint64) error {
 	if rev != 0 {
 		opts = append(opts, jetstream.LastRevision(rev))
 	}
-	del := s.kv.Delete
+	enc := encodeKey(key)
+	sh := s.kvShardOf(enc)
+	kv := sh.kv
+	del := kv.Delete
 	if s.markerTTL > 0 {
 		// A purge whose marker expires: deleted keys leave nothing
 		// behind for List to walk once the marker is gone.
 		opts = append(opts, jetstream.PurgeTTL(s.markerTTL))
-		del = s.kv.Purge
+		del = kv.Purge
 	}
-	if err := del(ctx, encodeKey(key), opts...); err != nil {
+	if err := del(ctx, enc, opts...); err != nil {
 		if wrongLast(err) {
 			return durable.ErrRevision
 		}
 		return s.fail(err)
 	}
+	s.writes.kvDelete.Add(1)
+	sh.writes.Add(1)
 	return nil
 }
 
 // List reads the current value of every key under the prefix's complete
-// levels in one batched direct get (or, with replicas, one leader read per
-// key), then filters, sorts and cuts client-side: JetStream keeps keys in
-// write order, not key order, so a page costs the whole prefix.
+// levels from every shard at once, each in one batched direct get (or,
+// with replicas, one leader read per key), then filters, sorts and cuts
+// client-side: JetStream keeps keys in write order, not key order, so a
+// page costs the whole prefix.
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]durable.Entry, error) {
+	s.writes.reads.Add(1)
 	if s.closed.Load() {
 		return nil, durable.ErrClosed
 	}
@@ -108,48 +137,65 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]du
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var out []durable.Entry
-	add := func(subject string, rev uint64, value []byte, op string) {
-		if op == "DEL" || op == "PURGE" {
-			return
-		}
-		k, err := decodeKey(strings.TrimPrefix(subject, s.kvSubj))
-		if err != nil || !strings.HasPrefix(k, prefix) || k <= after {
-			return
-		}
-		out = append(out, durable.Entry{Key: k, Value: value, Revision: rev})
+	var (
+		parts = make([][]durable.Entry, kvShards)
+		errs  = make([]error, kvShards)
+		wg    sync.WaitGroup
+	)
+	for i := range s.kvs {
+		wg.Go(func() { parts[i], errs[i] = s.listShard(ctx, &s.kvs[i], prefix, after) })
 	}
-	filter := s.kvSubj + listFilter(prefix)
-	if s.direct {
-		err := s.scan(ctx, s.kvName, filter, 1, func(m rawMsg) bool {
-			add(m.subject, m.seq, m.data, m.header.Get("KV-Operation"))
-			return true
-		})
-		if err != nil {
-			return nil, s.fail(err)
+	wg.Wait()
+	var out []durable.Entry
+	for i := range parts {
+		if errs[i] != nil {
+			return nil, s.fail(errs[i])
 		}
-	} else {
-		st, err := s.js.Stream(ctx, s.kvName)
-		if err != nil {
-			return nil, s.fail(err)
-		}
-		for seq := uint64(1); ; {
-			m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				break
-			}
-			if err != nil {
-				return nil, s.fail(err)
-			}
-			add(m.Subject, m.Sequence, m.Data, m.Header.Get("KV-Operation"))
-			seq = m.Sequence + 1
-		}
+		out = append(out, parts[i]...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// listShard is List's read of one shard, unsorted.
+func (s *Store) listShard(ctx context.Context, sh *kvShard, prefix, after string) ([]durable.Entry, error) {
+	var out []durable.Entry
+	add := func(subject string, rev uint64, value []byte, op string) {
+		if op == "DEL" || op == "PURGE" {
+			return
+		}
+		k, err := decodeKey(strings.TrimPrefix(subject, sh.subj))
+		if err != nil || !strings.HasPrefix(k, prefix) || k <= after {
+			return
+		}
+		out = append(out, durable.Entry{Key: k, Value: value, Revision: rev})
+	}
+	filter := sh.subj + listFilter(prefix)
+	if s.direct {
+		err := s.scan(ctx, sh.stream, filter, 1, func(m rawMsg) bool {
+			add(m.subject, m.seq, m.data, m.header.Get("KV-Operation"))
+			return true
+		})
+		return out, err
+	}
+	st, err := s.js.Stream(ctx, sh.stream)
+	if err != nil {
+		return nil, err
+	}
+	for seq := uint64(1); ; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		add(m.Subject, m.Sequence, m.Data, m.Header.Get("KV-Operation"))
+		seq = m.Sequence + 1
+	}
 }
 
 // Leases: one key of the lease bucket per lease, its value the holder,
@@ -183,6 +229,7 @@ func (v leaseValue) lease(name string) durable.Lease {
 const maxLeaseRaces = 16
 
 func (s *Store) readLease(ctx context.Context, k string) (leaseValue, uint64, error) {
+	s.writes.reads.Add(1)
 	e, err := s.leases.Get(ctx, k)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -230,6 +277,7 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			}
 			return durable.Lease{}, s.fail(err)
 		}
+		s.writes.lease.Add(1)
 		return nv.lease(name), nil
 	}
 	return durable.Lease{}, errors.New("jetstream: lease contended")
@@ -262,6 +310,7 @@ func (s *Store) change(ctx context.Context, name string, token uint64, next func
 			}
 			return durable.Lease{}, s.fail(err)
 		}
+		s.writes.lease.Add(1)
 		return nv.lease(name), nil
 	}
 	return durable.Lease{}, errors.New("jetstream: lease contended")
@@ -306,6 +355,7 @@ func (s *Store) Release(ctx context.Context, name string, token uint64) error {
 		}
 		err = s.leases.Purge(ctx, k, jetstream.LastRevision(rev), jetstream.PurgeTTL(s.markerTTL))
 		if err == nil {
+			s.writes.lease.Add(1)
 			return nil
 		}
 		if !wrongLast(err) {

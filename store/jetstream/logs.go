@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,11 +43,31 @@ import (
 
 const headerCount = "Adhost-N"
 
-func (s *Store) logSubject(log string, seq uint64) string {
-	return s.root + "." + encodeKey(log) + "." + strconv.FormatUint(seq, 10)
+// logShard is one of the log streams; a log lives in the one its name's
+// hash picks (logShardOf), so the logs of concurrent jobs sync on several
+// streams at once.
+type logShard struct {
+	stream jetstream.Stream
+	name   string // the stream's name, "<prefix>_LOGS_<i>"
+	root   string // its subjects' first tokens, "<prefix>.log<i>"
+	writes atomic.Uint64
 }
 
-func (s *Store) logFilter(log string) string { return s.root + "." + encodeKey(log) + ".*" }
+// logShardOf is the shard of a log: FNV-1a of its name, the same on
+// every host.
+func (s *Store) logShardOf(log string) *logShard {
+	h := fnv.New32a()
+	h.Write([]byte(log))
+	return &s.logs[h.Sum32()%uint32(len(s.logs))]
+}
+
+func (s *Store) logSubject(log string, seq uint64) string {
+	return s.logShardOf(log).root + "." + encodeKey(log) + "." + strconv.FormatUint(seq, 10)
+}
+
+func (s *Store) logFilter(log string) string {
+	return s.logShardOf(log).root + "." + encodeKey(log) + ".*"
+}
 
 // frame is one stored message of a log.
 type frame struct {
@@ -87,7 +109,7 @@ func parseFrame(m rawMsg) (frame, error) {
 // lastFrame returns the log's last message, or a zero frame (streamSeq 0)
 // for an empty log.
 func (s *Store) lastFrame(ctx context.Context, log string) (frame, error) {
-	m, err := s.getLast(ctx, s.logFilter(log))
+	m, err := s.getLast(ctx, s.logShardOf(log), s.logFilter(log))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return frame{}, nil
 	}
@@ -152,6 +174,9 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 		}
 		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(tail, s.logFilter(log)))
 		if err == nil {
+			s.writes.logMsgs.Add(1)
+			s.logShardOf(log).writes.Add(1)
+			s.writes.logRecs.Add(uint64(len(recs)))
 			s.tails.put(log, expectLast+uint64(len(recs)), ack.Sequence)
 			return expectLast + uint64(len(recs)), nil
 		}
@@ -217,6 +242,7 @@ func (t *tails) forget(log string) {
 }
 
 func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBytes int) ([]durable.Record, error) {
+	s.writes.reads.Add(1)
 	ctx, cancel, err := s.op(ctx, log)
 	if err != nil {
 		return nil, err
@@ -236,7 +262,7 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 	}
 	start := uint64(1)
 	if after > 0 {
-		m, err := s.getLast(ctx, s.logSubject(log, after+1))
+		m, err := s.getLast(ctx, s.logShardOf(log), s.logSubject(log, after+1))
 		switch {
 		case err == nil:
 			start = m.seq
@@ -276,11 +302,11 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 		return true
 	}
 	if s.direct {
-		err = s.scan(ctx, s.stream, s.logFilter(log), start, each)
+		err = s.scan(ctx, s.logShardOf(log).name, s.logFilter(log), start, each)
 	} else {
 		for seq := start; ; {
 			var m *jetstream.RawStreamMsg
-			m, err = s.logs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(s.logFilter(log)))
+			m, err = s.logShardOf(log).stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(s.logFilter(log)))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				err = nil
 				break
@@ -301,6 +327,7 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 }
 
 func (s *Store) Last(ctx context.Context, log string) (uint64, error) {
+	s.writes.reads.Add(1)
 	ctx, cancel, err := s.op(ctx, log)
 	if err != nil {
 		return 0, err
@@ -323,7 +350,7 @@ func (s *Store) DeleteLog(ctx context.Context, log string) error {
 	}
 	defer cancel()
 	s.tails.forget(log)
-	if err := s.logs.Purge(ctx, jetstream.WithPurgeSubject(s.logFilter(log))); err != nil {
+	if err := s.logShardOf(log).stream.Purge(ctx, jetstream.WithPurgeSubject(s.logFilter(log))); err != nil {
 		return s.fail(err)
 	}
 	return nil
@@ -338,17 +365,17 @@ type rawMsg struct {
 }
 
 // getLast returns the last message of subject (wildcards allowed) in the
-// log stream: a direct get, or with replicas the leader's answer.
-func (s *Store) getLast(ctx context.Context, subject string) (rawMsg, error) {
+// log stream sh: a direct get, or with replicas the leader's answer.
+func (s *Store) getLast(ctx context.Context, sh *logShard, subject string) (rawMsg, error) {
 	if !s.direct {
-		m, err := s.logs.GetLastMsgForSubject(ctx, subject)
+		m, err := sh.stream.GetLastMsgForSubject(ctx, subject)
 		if err != nil {
 			return rawMsg{}, err
 		}
 		return rawMsg{subject: m.Subject, seq: m.Sequence, header: m.Header, data: m.Data}, nil
 	}
 	req, _ := json.Marshal(directRequest{LastFor: subject})
-	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+s.stream, req)
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+sh.name, req)
 	if err != nil {
 		return rawMsg{}, err
 	}
@@ -455,7 +482,7 @@ func (s *Store) readLiteral(ctx context.Context, log string, after uint64, limit
 		return nil, false, err
 	}
 	defer sub.Unsubscribe()
-	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.stream, inbox, req); err != nil {
+	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.logShardOf(log).name, inbox, req); err != nil {
 		return nil, false, err
 	}
 	var out []durable.Record

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,18 +54,15 @@ type Store struct {
 	o       Options
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	kv      jetstream.KeyValue
+	kvs     []kvShard // kv.go: a key's shard is kvShardOf
 	leases  jetstream.KeyValue
-	logs    jetstream.Stream
-	stream  string // the log stream's name
-	root    string // the log subjects' first tokens ("<prefix>.log")
-	direct  bool   // batch direct gets may serve Read and List
-	kvSubj  string // "$KV.<kv bucket>."
-	kvName  string // the KV bucket's stream
+	logs    []logShard // logs.go: a log's shard is logShardOf
+	direct  bool       // batch direct gets may serve Read and List
 	log     *slog.Logger
 	closed  atomic.Bool
 	timeout time.Duration
 	tails   tails // logs.go
+	writes  writeCounts
 	// markerTTL is how long a deleted key's marker stays (0: for ever,
 	// on servers without per-message TTLs).
 	markerTTL time.Duration
@@ -79,13 +77,47 @@ const markerTTL = time.Minute
 
 var _ durable.Store = (*Store)(nil)
 
-// Names of the buckets and the stream under a prefix.
-func kvBucket(prefix string) string    { return prefix + "_KV" }
-func leaseBucket(prefix string) string { return prefix + "_LEASES" }
-func logStream(prefix string) string   { return prefix + "_LOGS" }
+// kvShards and logShards are how many KV buckets and log streams hold
+// the durable keys and logs, each key or log in the one its name's hash
+// picks (kv.go, logs.go). With replicas 1 a stream syncs its writes one
+// after another, a disk sync each, while different streams sync at once:
+// so the dozen key writes and the appends of concurrent jobs spread over
+// several streams instead of queueing behind one. Leases, a couple of
+// writes per job, stay in one bucket. The counts are part of the layout:
+// hosts sharing a prefix must agree on them (Open checks, metaLayout).
+const (
+	kvShards  = 4
+	logShards = 4
+)
 
-// Open connects, then creates (or updates to this configuration) the KV
-// bucket, the lease bucket and the log stream. It fails when no server
+// kvShard is one KV bucket of the durable keys.
+type kvShard struct {
+	kv     jetstream.KeyValue
+	stream string // the bucket's stream, "KV_<bucket>"
+	subj   string // its subject prefix, "$KV.<bucket>."
+	writes atomic.Uint64
+}
+
+// metaLayout is the metadata entry of the first KV bucket that records the
+// layout (layout()), checked by every host that opens the store.
+const metaLayout = "adhost_layout"
+
+func layout() string { return fmt.Sprintf("kv=%d logs=%d", kvShards, logShards) }
+
+// Names of the buckets and streams under a prefix.
+func kvBucket(prefix string, shard int) string  { return prefix + "_KV_" + strconv.Itoa(shard) }
+func leaseBucket(prefix string) string          { return prefix + "_LEASES" }
+func logStream(prefix string, shard int) string { return prefix + "_LOGS_" + strconv.Itoa(shard) }
+func logRoot(prefix string, shard int) string   { return prefix + ".log" + strconv.Itoa(shard) }
+
+// The one KV bucket and one log stream of the layout before shards: a
+// store written by it is refused rather than read as empty.
+func legacyKVBucket(prefix string) string  { return prefix + "_KV" }
+func legacyLogStream(prefix string) string { return prefix + "_LOGS" }
+
+// Open connects, checks the layout (checkLayout), then creates (or
+// updates to this configuration) the KV buckets, the lease bucket and the
+// log streams. It fails when no server
 // answers within the timeout or JetStream is not enabled there.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if len(o.URLs) == 0 {
@@ -146,8 +178,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: connect to %s: %w", redact(o.URLs), err)
 	}
-	s := &Store{o: o, nc: nc, log: log, timeout: o.Timeout, direct: o.Replicas == 1,
-		stream: logStream(o.BucketPrefix), root: o.BucketPrefix + ".log"}
+	s := &Store{o: o, nc: nc, log: log, timeout: o.Timeout, direct: o.Replicas == 1}
 	if err := s.setup(ctx); err != nil {
 		nc.Close()
 		return nil, err
@@ -199,23 +230,29 @@ func (s *Store) setup(ctx context.Context) error {
 	}
 	s.js = js
 	r := s.o.Replicas
-	// History 1: only a key's current value (or its delete marker) is
-	// kept; revisions still grow across deletes (stream sequences).
-	kvc := jetstream.KeyValueConfig{Bucket: kvBucket(s.o.BucketPrefix), History: 1,
-		Storage: jetstream.FileStorage, Replicas: r,
-		Description: "adhost durable state: jobs, sessions, idempotency keys"}
-	kvc.LimitMarkerTTL = markerTTL
-	s.kv, err = s.bucket(ctx, kvc)
-	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
-		s.log.Warn("jetstream: the server has no per-message TTLs (before 2.11): deleted keys leave markers that List reads until the bucket is purged")
-		kvc.LimitMarkerTTL = 0
-		s.kv, err = s.bucket(ctx, kvc)
-	}
-	if err != nil {
+	if err := s.checkLayout(ctx); err != nil {
 		return err
 	}
-	if kvc.LimitMarkerTTL > 0 {
-		s.markerTTL = markerTTL
+	s.markerTTL = markerTTL
+	s.kvs = make([]kvShard, kvShards)
+	for i := range s.kvs {
+		// History 1: only a key's current value (or its delete marker) is
+		// kept; revisions still grow across deletes (stream sequences).
+		kvc := jetstream.KeyValueConfig{Bucket: kvBucket(s.o.BucketPrefix, i), History: 1,
+			Storage: jetstream.FileStorage, Replicas: r,
+			Description: fmt.Sprintf("adhost durable state: jobs, sessions, idempotency keys (shard %d of %d)", i+1, kvShards),
+			Metadata:    map[string]string{metaLayout: layout()}}
+		kvc.LimitMarkerTTL = s.markerTTL
+		kv, err := s.bucket(ctx, kvc)
+		if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+			s.log.Warn("jetstream: the server has no per-message TTLs (before 2.11): deleted keys leave markers that List reads until the bucket is purged")
+			s.markerTTL, kvc.LimitMarkerTTL = 0, 0
+			kv, err = s.bucket(ctx, kvc)
+		}
+		if err != nil {
+			return err
+		}
+		s.kvs[i].kv, s.kvs[i].stream, s.kvs[i].subj = kv, "KV_"+kvc.Bucket, "$KV."+kvc.Bucket+"."
 	}
 	lc := jetstream.KeyValueConfig{Bucket: leaseBucket(s.o.BucketPrefix), History: 1,
 		Storage: jetstream.FileStorage, Replicas: r, Description: "adhost leases with fencing tokens"}
@@ -223,14 +260,45 @@ func (s *Store) setup(ctx context.Context) error {
 	if s.leases, err = s.bucket(ctx, lc); err != nil {
 		return err
 	}
-	s.kvName = "KV_" + kvc.Bucket
-	s.kvSubj = "$KV." + kvc.Bucket + "."
-	sc := jetstream.StreamConfig{Name: s.stream, Subjects: []string{s.root + ".>"},
-		Description: "adhost durable logs: one subject per record",
-		Storage:     jetstream.FileStorage, Replicas: r, Retention: jetstream.LimitsPolicy,
-		Discard: jetstream.DiscardNew, AllowDirect: s.direct}
-	if s.logs, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
-		return fmt.Errorf("jetstream: stream %s: %w", s.stream, err)
+	s.logs = make([]logShard, logShards)
+	for i := range s.logs {
+		sh := &s.logs[i]
+		sh.name, sh.root = logStream(s.o.BucketPrefix, i), logRoot(s.o.BucketPrefix, i)
+		sc := jetstream.StreamConfig{Name: sh.name, Subjects: []string{sh.root + ".>"},
+			Description: fmt.Sprintf("adhost durable logs: one subject per append (shard %d of %d)", i+1, logShards),
+			Storage:     jetstream.FileStorage, Replicas: r, Retention: jetstream.LimitsPolicy,
+			Discard: jetstream.DiscardNew, AllowDirect: s.direct}
+		if sh.stream, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("jetstream: stream %s: %w", sh.name, err)
+		}
+	}
+	return nil
+}
+
+// checkLayout refuses a store whose keys and logs this layout would not
+// find: one written with other shard counts, or with the one bucket and
+// the one stream of the layout before shards.
+func (s *Store) checkLayout(ctx context.Context) error {
+	first := kvBucket(s.o.BucketPrefix, 0)
+	st, err := s.js.Stream(ctx, "KV_"+first)
+	switch {
+	case err == nil:
+		if l := st.CachedInfo().Config.Metadata[metaLayout]; l != layout() {
+			return fmt.Errorf("jetstream: bucket %s was written with the layout %q, this host's is %q: every host sharing bucket prefix %s must run the same one",
+				first, l, layout(), s.o.BucketPrefix)
+		}
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("jetstream: bucket %s: %w", first, err)
+	}
+	for _, old := range []string{"KV_" + legacyKVBucket(s.o.BucketPrefix), legacyLogStream(s.o.BucketPrefix)} {
+		st, err := s.js.Stream(ctx, old)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+		case err != nil:
+			return fmt.Errorf("jetstream: stream %s: %w", old, err)
+		case st.CachedInfo().State.Msgs > 0:
+			return fmt.Errorf("jetstream: stream %s holds state of the unsharded layout, which this host does not read: drain it with the hosts that wrote it, or use another bucket prefix", old)
+		}
 	}
 	return nil
 }

@@ -40,6 +40,21 @@ func Start(t testing.TB, dir string) *Server {
 	return s
 }
 
+// StartDefaultSync starts a server in a temp dir that syncs its store
+// only at NATS's default interval (every two minutes) instead of before
+// every acknowledgement: a kill of it loses what it acknowledged since.
+// Only for benchmarks, to tell the cost of the disk syncs from the rest.
+func StartDefaultSync(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{opts: baseOptions(t.TempDir(), -1)}
+	s.opts.SyncAlways = false
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
 // New starts a server on 127.0.0.1:port (-1: a random port) storing in
 // dir. Writes are synced before they are acknowledged (sync_interval
 // "always"), so a kill of the server loses nothing acknowledged.
