@@ -103,6 +103,7 @@ type job struct {
 type known struct {
 	queued
 	added time.Time // when this worker learnt of it
+	own   bool      // submitted here (not learnt from a listing)
 }
 
 // Service is the job store and its worker. Create it with Open; Start
@@ -776,7 +777,7 @@ func (s *Service) createRecord(ctx context.Context, rec *record, b []byte, dropC
 	}
 	info := infoOf(rec, 0)
 	s.mu.Lock()
-	s.queue[rec.ID] = known{queued: queued{Subject: rec.Subject, Created: rec.CreatedAt}, added: time.Now()}
+	s.queue[rec.ID] = known{queued: queued{Subject: rec.Subject, Created: rec.CreatedAt}, added: time.Now(), own: true}
 	s.mu.Unlock()
 	s.signal()
 	return info, nil

@@ -124,7 +124,7 @@ func (s *Service) pollLoop() {
 		}
 		s.maintain()
 		for _, c := range s.pick() {
-			go s.dispatch(c.j, c.q)
+			go s.dispatch(c.j, c.q, c.listed)
 		}
 	}
 }
@@ -175,8 +175,9 @@ func (s *Service) refresh() {
 }
 
 type candidate struct {
-	j *job
-	q queued
+	j      *job
+	q      queued
+	listed bool // learnt from a listing of the shared queue
 }
 
 // pick takes the candidates of one dispatch window (fair dispatch, §2.3):
@@ -243,7 +244,7 @@ func (s *Service) pick() []candidate {
 			bySubject[subj] = ids[1:]
 			j := &job{id: id}
 			s.local[id] = j
-			out = append(out, candidate{j: j, q: s.queue[id].queued})
+			out = append(out, candidate{j: j, q: s.queue[id].queued, listed: !s.queue[id].own})
 			s.last = subj
 			free--
 			served = true
@@ -261,7 +262,7 @@ func (s *Service) pick() []candidate {
 
 // dispatch takes one candidate's lease, then runs the dispatch checks and
 // the run.
-func (s *Service) dispatch(c *job, q queued) {
+func (s *Service) dispatch(c *job, q queued, listed bool) {
 	defer s.wg.Done()
 	ran := false
 	defer func() {
@@ -275,6 +276,10 @@ func (s *Service) dispatch(c *job, q queued) {
 		s.signal()
 	}()
 	ctx := context.Background()
+	if listed && s.peek(ctx, c.id, q) {
+		s.drop(ctx, c, false)
+		return
+	}
 	j := s.take(ctx, c, q, true)
 	if j == nil {
 		return
@@ -371,6 +376,43 @@ func (s *Service) dispatch(c *job, q queued) {
 		s.dropLocked(ctx, j, true)
 	}
 }
+
+// peek reads the record of an entry this worker learnt of from a listing,
+// before taking the entry's lease: such a listing is up to a poll interval
+// old, so many of its entries are jobs another host has just ended (and is
+// removing the entry of), or whose record another host is still writing —
+// and for those an acquisition and a release of the lease would be two
+// synced writes for nothing (a tenth of the bench's jobs paid them). It
+// reports whether to leave the entry for now: no record yet and younger
+// than orphanAge (a submission under way), or a record that ended less
+// than settleGrace ago. An entry that stays past those is taken as before,
+// which deletes an orphan or settles what a crash left. Queued and running
+// records are taken at once: the lease decides.
+func (s *Service) peek(ctx context.Context, id string, q queued) bool {
+	e, err := s.st.Get(ctx, recordKey(id))
+	now := s.o.Now()
+	var r record
+	switch {
+	case errors.Is(err, durable.ErrNotFound):
+		if q.Created > 0 && now.Sub(fromMillis(q.Created)) > orphanAge {
+			return false
+		}
+		s.backoff(id)
+		return true
+	case err != nil || json.Unmarshal(e.Value, &r) != nil:
+		return false // take decides (and backs off)
+	case (r.Tomb || terminalState(r.State)) && now.Sub(fromMillis(r.UpdatedAt)) < s.settleGrace():
+		s.mu.Lock()
+		s.held[id] = time.Now().Add(s.settleGrace())
+		s.mu.Unlock()
+		return true
+	}
+	return false
+}
+
+// settleGrace is how long after a job ended its entry may still be listed
+// because its host is removing it: two listings.
+func (s *Service) settleGrace() time.Duration { return 2 * s.listAge() }
 
 // notStartedLocked settles a candidate whose run did not start.
 func (s *Service) notStartedLocked(ctx context.Context, j *job, pe *protocol.Error) {
