@@ -17,8 +17,8 @@
 //	                       subject and key, so any client string fits
 //	                       durable.CheckKey
 //	jobs/v1/job/<id>       the job record (state, request, binding, the
-//	                       running worker and its lease token …), or its
-//	                       tombstone after retention
+//	                       worker that ran it and its lease token …), or
+//	                       its tombstone after retention
 //	jobs/v1/ev/<id>        the job's committed events, sequence = wire
 //	                       sequence
 //	jobs/v1/q/<id>         queue entry {subject, created}: present from
@@ -27,7 +27,9 @@
 //	jobs/v1/run/<id>       the job's lease (durable.Leases): held by the
 //	                       worker that dispatches, runs, recovers or ends it
 //	jobs/v1/cx/<id>        cancel signal for the worker running the job
-//	jobs/v1/exp/<ms>-<id>  a terminal job's expiry, in time order
+//	jobs/v1/exp/<ms>-<id>  terminal jobs' expiries, in time order: one
+//	                       job's, or (id "b.<uuid>") a batch of the jobs
+//	                       a worker settled within 20 ms (expiry.go)
 //	jobs/v1/cap/h/<w>      capacity counter {jobs, live bytes} of worker
 //	                       w (hash of its name); the total is the sum
 //	jobs/v1/cap/s/<h>/<w>  capacity counter {jobs} of one subject (h:
@@ -75,37 +77,52 @@
 // another host). After (2) the job exists and has its entry, so some
 // worker will take it.
 //
-// Dispatch: (1) Acquire the job's lease; (2) Get the record: a queued one
-// is dispatched, anything else is settled (below); (3) the record goes
-// queued → running (CAS, naming this worker and its token) when the engine
-// commits run.started, before run.started itself is appended; then every
-// event is appended with the expected last sequence before the run may go
-// on (the commit barrier: a committed tool.called precedes the tool's
-// effect); the terminal event is appended, then the record becomes
-// terminal; (4) settle: Create the expiry key, then Delete the queue entry
-// and Release the lease. BUSY gives the lease back with the job still
-// queued.
+// Dispatch: (1) Acquire the job's lease; (2) Get the record and the
+// log's last sequence: a queued record with an empty log is dispatched,
+// anything else is settled (below); (3) the run's first event,
+// run.started, is appended with the expected last sequence 0: that append
+// is the queued → running transition (of two workers that both think they
+// hold the job exactly one commits it), and the record is not rewritten
+// for it — a queued record whose log has events is a running job, which
+// reads report as running with the log's cursor (one synced write less
+// per job than a record rewrite); then every event is appended with the
+// expected last sequence before the run may go on (the commit barrier: a
+// committed tool.called precedes the tool's effect); the terminal event is
+// appended, then the record becomes terminal, naming this worker and its
+// token; (4) settle: the job's expiry joins the worker's next batch key
+// (one synced write for the jobs settled within 20 ms; settling is off
+// the client's path, the record being terminal already), then Delete the
+// queue entry and Release the lease. BUSY gives the lease back with the job still
+// queued. (Records written running by earlier versions are read the same
+// way.)
 //
 // A crash (or a partition longer than the lease) while the job runs leaves
-// a running record whose lease lapses; the entry is still there, so a
-// worker (the same host restarted, at once; another host, after expiry)
-// acquires the lease, finds the record running and interrupts it: it
-// appends run.failed JOB_INTERRUPTED (outcome uncertain) after the log's
-// last event, with a synthetic run.started first when the log is empty,
-// and marks the record interrupted. It never runs it again. A crash
+// a running job (its log has events) whose lease lapses; the entry is
+// still there, so a worker (the same host restarted, at once; another
+// host, after expiry) acquires the lease, finds the log non-empty and
+// interrupts it: it appends run.failed JOB_INTERRUPTED (outcome
+// uncertain) after the log's last event (a synthetic run.started first
+// when the log of a record written running is empty), and marks the
+// record interrupted. A crash before run.started was committed leaves an
+// empty log: the run never began (no provider call, no tool), so the job
+// is still queued and runs once. It never runs it again. A crash
 // between the terminal append and the record update leaves a log that
 // already ends in a terminal event: the next taker adopts that event's
 // state instead. A crash after the record is terminal but before the
 // entry is gone: the next taker finds a terminal record and only settles.
-// A job is never put back in the queue once run.started may have been
-// committed, so nothing runs twice.
+// A job is never dispatched again once run.started may have been
+// committed (an append whose outcome is unknown is looked up in the log
+// by the next taker), so nothing runs twice.
 //
 // Fencing: the lease token orders takers, and the writes check it in
 // effect. The record is only written by CAS on the revision this worker
-// last wrote; a taker that interrupts a job first appends to its log and
-// then rewrites its record, so a worker that lost its lease (it stopped
-// renewing: it aborts the run with JOB_LEASE_LOST) fails its next append
-// (ErrSequence) or its next CAS (ErrRevision) and writes nothing more. The
+// last wrote, and every append expects the log's last sequence; a taker
+// that interrupts a job first appends to its log and then rewrites its
+// record, so a worker that lost its lease (it stopped renewing: it aborts
+// the run with JOB_LEASE_LOST) fails its next append (ErrSequence) or its
+// next CAS (ErrRevision) and writes nothing more; of a stale worker and a
+// new taker both starting a run, the first run.started appended wins and
+// the other run stops before its first step. The
 // one change another host may make to a running job's record is
 // cancelRequested: a CAS refused by that is merged (the cancel adopted, the
 // run cancelled) and written again.
@@ -125,9 +142,10 @@
 // stays queued.
 //
 // Retention: the maintenance lease holder (one host at a time) lists the
-// expiry keys in time order; for each one due, the record is replaced by
-// its tombstone (CAS), the log deleted, then the expiry key deleted; a
-// crash in between repeats the idempotent steps.
+// expiry keys in time order; for each one due, the records it names are
+// replaced by their tombstones (CAS), their logs deleted, then the expiry
+// key deleted (kept while one of them failed); a crash in between
+// repeats the idempotent steps.
 //
 // # Capacity across hosts
 //

@@ -118,6 +118,7 @@ type Service struct {
 	total *counter
 
 	submitMu [64]sync.Mutex // per key-hash stripe: one claim at a time
+	expiries expiries       // expiry.go
 
 	mu       sync.Mutex
 	subjects map[string]*counter
@@ -316,7 +317,17 @@ func (s *Service) recoverAll(ctx context.Context) error {
 		if err := json.Unmarshal(r.Value, &rec); err != nil {
 			return fmt.Errorf("record %s: %w", id, err)
 		}
-		if rec.State != StateQueued || rec.Ending {
+		began := rec.State != StateQueued || rec.Ending
+		if !began {
+			// A queued record whose log has events: its run began (see
+			// doc, Dispatch).
+			last, err := s.st.Last(ctx, eventLog(id))
+			if err != nil {
+				return err
+			}
+			began = last > 0
+		}
+		if began {
 			todo = append(todo, id)
 		}
 		return nil
@@ -403,11 +414,24 @@ func (s *Service) take(ctx context.Context, j *job, q queued, dispatch bool) *jo
 	j.recBytes = int64(len(e.Value))
 	j.bytes = j.recBytes + j.rec.EventBytes
 	j.cursor = j.rec.Cursor
+	began := j.rec.State == StateRunning || j.rec.Ending
+	if !began && j.rec.State == StateQueued && !j.rec.Tomb {
+		// Under the lease, the log says whether the run began: a queued
+		// record with a committed run.started is a running job (see doc,
+		// Dispatch).
+		last, err := s.st.Last(ctx, eventLog(j.id))
+		if err != nil {
+			s.backoff(j.id)
+			s.dropLocked(ctx, j, true)
+			return nil
+		}
+		began = last > 0
+	}
 	switch {
 	case j.rec.Tomb || terminalState(j.rec.State):
 		s.settleLocked(ctx, j)
 		return nil
-	case j.rec.State == StateRunning || j.rec.Ending:
+	case began:
 		if err := s.recoverJob(ctx, j); err != nil {
 			s.log.Warn("job recovery failed", "job", j.id, "code", string(protocol.CodeOf(storeError(err))))
 			s.backoff(j.id)
@@ -565,7 +589,7 @@ func (s *Service) put(ctx context.Context, j *job, rec record) error {
 func (s *Service) settleLocked(ctx context.Context, j *job) {
 	ctx = context.WithoutCancel(ctx)
 	if !j.rec.Tomb {
-		if err := ignoreExists(s.st.Create(ctx, expiryKey(j.rec.ExpiresAt, j.id), nil)); err != nil {
+		if err := s.addExpiry(ctx, j.id, j.rec.ExpiresAt); err != nil {
 			// The entry stays: whoever takes it next settles it again.
 			s.backoff(j.id)
 			s.dropLocked(ctx, j, true)
@@ -878,13 +902,11 @@ func (s *Service) lookup(ctx context.Context, p *runtime.Principal, op, id strin
 
 // cursorOf is a job's last committed event: the record's for a terminal
 // job, the running worker's own count when it is this one, the log's last
-// sequence otherwise (0 for an ordinary queued job, whose log is empty).
+// sequence otherwise (0 for a queued job whose run has not begun; a
+// running job's record still says queued, see doc).
 func (s *Service) cursorOf(ctx context.Context, r *record) (uint64, error) {
 	if terminalState(r.State) {
 		return r.Cursor, nil
-	}
-	if r.State == StateQueued && !r.Ending {
-		return 0, nil
 	}
 	s.mu.Lock()
 	j := s.local[r.ID]
@@ -918,8 +940,15 @@ func covers(p *runtime.Principal, r *record) bool {
 	return true
 }
 
+// infoOf is the JobInfo of r at cursor. A queued record whose log has
+// events is a running job: the run's first committed event is its queued
+// → running transition (see doc, Dispatch).
 func infoOf(r *record, cursor uint64) Info {
-	i := Info{ID: r.ID, RunID: r.RunID, Provider: r.Provider, Model: r.Model, State: r.State,
+	state := r.State
+	if state == StateQueued && !r.Ending && cursor > 0 {
+		state = StateRunning
+	}
+	i := Info{ID: r.ID, RunID: r.RunID, Provider: r.Provider, Model: r.Model, State: state,
 		Cursor: cursor, CancelRequested: r.CancelRequested,
 		CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt)}
 	if terminalState(r.State) {

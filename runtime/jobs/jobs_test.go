@@ -622,6 +622,7 @@ func TestRetentionTombstones(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := wait(t, s, alice, j.ID, terminal)
+	settled(t, h.store)
 	h.now.Store(done.ExpiresAt.UnixMilli() + 1)
 	s.mu.Lock()
 	s.nextMaint = time.Time{}
@@ -642,6 +643,48 @@ func TestRetentionTombstones(t *testing.T) {
 	e, _ := h.store.Get(context.Background(), recordKey(j.ID))
 	if strings.Contains(string(e.Value), "hello") || len(e.Value) > 400 {
 		t.Fatalf("tombstone keeps payload: %s", e.Value)
+	}
+}
+
+// Jobs that end together share one expiry key (a synced write per batch,
+// not per job), and retention still tombstones every one of them and
+// removes the key.
+func TestRetentionBatchesExpiries(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	o := h.options()
+	o.Retention = time.Minute
+	s := h.open(o)
+	s.Start()
+	var ids []string
+	for i := range 20 {
+		j, err := s.Submit(context.Background(), alice, fmt.Sprintf("k%d", i), req("hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	var latest int64
+	for _, id := range ids {
+		latest = max(latest, wait(t, s, alice, id, terminal).ExpiresAt.UnixMilli())
+	}
+	settled(t, h.store)
+	keys, _ := h.store.List(context.Background(), prefixExpiry, "", 0)
+	if len(keys) == 0 || len(keys) >= len(ids) {
+		t.Fatalf("%d expiry keys for %d jobs that ended together", len(keys), len(ids))
+	}
+	h.now.Store(latest + 1)
+	s.mu.Lock()
+	s.nextMaint = time.Time{}
+	s.mu.Unlock()
+	s.maintain()
+	for _, id := range ids {
+		if _, err := s.Read(context.Background(), alice, id); protocol.CodeOf(err) != protocol.CodeJobExpired {
+			t.Fatalf("read expired %s: %v", id, err)
+		}
+	}
+	if keys, _ := h.store.List(context.Background(), prefixExpiry, "", 0); len(keys) != 0 {
+		t.Fatalf("%d expiry keys left after retention", len(keys))
 	}
 }
 
@@ -906,11 +949,30 @@ func TestTwoWorkersShareTheQueue(t *testing.T) {
 	if owners["worker-1"] == 0 || owners["worker-2"] == 0 {
 		t.Errorf("one worker took every job: %v", owners)
 	}
-	// Nothing is left behind: no queue entries, no cancel signals.
+	// Nothing is left behind once the jobs are settled (a worker settles
+	// a job after its record is terminal, in batches): no queue entries,
+	// no cancel signals.
+	settled(t, h.store)
 	for _, p := range []string{prefixQueue, prefixCancel} {
 		if es, _ := h.store.List(context.Background(), p, "", 0); len(es) != 0 {
 			t.Errorf("%s: %d keys left", p, len(es))
 		}
+	}
+}
+
+// settled waits until no queue entry is left: every terminal job has been
+// settled (its expiry written, its entry and lease gone).
+func settled(t *testing.T, st durable.Store) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		es, err := st.List(context.Background(), prefixQueue, "", 0)
+		if err == nil && len(es) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queue entries left after their jobs ended", len(es))
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 

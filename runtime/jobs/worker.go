@@ -361,10 +361,10 @@ func (s *Service) dispatch(c *job, q queued, listed bool) {
 		s.dropLocked(ctx, j, false)
 	case terminalState(j.rec.State):
 		s.settleLocked(ctx, j)
-	case j.rec.State == StateRunning:
-		// The run ended without its terminal event in the store (an
-		// append failed): interrupted, or left to the next taker once the
-		// lease lapses if the store refuses that too.
+	case j.rec.State == StateRunning || j.cursor > 0:
+		// The run began and ended without its terminal event in the
+		// store (an append failed): interrupted, or left to the next
+		// taker once the lease lapses if the store refuses that too.
 		if err := s.interruptLocked(ctx, j); err != nil {
 			s.log.Warn("job interrupt failed", "job", j.id, "code", string(protocol.CodeOf(err)))
 			s.backoff(j.id)
@@ -420,9 +420,9 @@ func (s *Service) notStartedLocked(ctx context.Context, j *job, pe *protocol.Err
 	case j.lost:
 		// Another worker has the job; it is its business now.
 		s.dropLocked(ctx, j, false)
-	case j.rec.State == StateRunning:
-		// The record turned running but run.started was not committed:
-		// nothing ran, but a persistence failure interrupts (§2.3).
+	case j.rec.State == StateRunning || j.cursor > 0:
+		// Events were committed although the start failed: the run
+		// began, and a persistence failure interrupts (§2.3).
 		if err := s.interruptLocked(ctx, j); err != nil {
 			s.log.Warn("job interrupt failed", "job", j.rec.ID, "code", string(protocol.CodeOf(err)))
 			s.backoff(j.id)
@@ -618,10 +618,15 @@ func (s *Service) maintain() {
 		if ok && ms > now.UnixMilli() {
 			break
 		}
-		if ok && s.tombstone(ctx, id) != nil {
-			continue
+		failed := false
+		if ok {
+			for _, id := range expiredIDs(e, id) {
+				failed = s.tombstone(ctx, id) != nil || failed
+			}
 		}
-		_ = s.st.Delete(ctx, e.Key, e.Revision)
+		if !failed {
+			_ = s.st.Delete(ctx, e.Key, e.Revision)
+		}
 	}
 	s.mu.Lock()
 	sweep := !now.Before(s.nextSweep)
@@ -765,20 +770,15 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 	}
 	seq := uint64(ev.Sequence)
 	now := s.o.Now()
-	if seq == 1 {
-		if j.rec.State != StateQueued {
-			return protocol.New(protocol.CodeJobEventConflict)
-		}
-		// queued → running, naming this worker and its lease token: the
-		// record's revision fences every other writer from here on.
-		rec := j.rec
-		rec.State = StateRunning
-		rec.Owner, rec.Token, rec.Ending = s.owner, j.token, false
-		rec.UpdatedAt = max(now.UnixMilli(), rec.CreatedAt)
-		if err := s.put(ctx, j, rec); err != nil {
-			return l.failed(err)
-		}
+	if seq == 1 && j.rec.State != StateQueued {
+		return protocol.New(protocol.CodeJobEventConflict)
 	}
+	// The first event is the queued → running transition: its append
+	// expects an empty log, so of two workers that both think they hold
+	// the job exactly one commits it, and a taker that finds it committed
+	// recovers the job instead of dispatching it. The record is not
+	// rewritten for it (one synced write less per job); readers take the
+	// running state from the log (see doc, Dispatch).
 	data := ev.Data
 	term := ev.Terminal()
 	interrupted := false
@@ -814,6 +814,7 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 	if interrupted {
 		rec.State = StateInterrupted
 	}
+	rec.Owner, rec.Token = s.owner, j.token // who ran it
 	if err := s.finishRecord(ctx, j, rec, now); err != nil {
 		return l.failed(err)
 	}
