@@ -34,6 +34,10 @@ type Run struct {
 	cancel context.CancelCauseFunc
 
 	log EventLog // nil: not persisted
+	// logCtx is context.WithoutCancel(logCtxOf), the context log appends
+	// get: made once for each r.ctx rather than for every event (an
+	// allocation an event).
+	logCtx, logCtxOf context.Context
 	// native is the continuation state the first step is given
 	// (StartOptions.Native); finalNative what the last step returned.
 	native, finalNative json.RawMessage
@@ -480,7 +484,10 @@ func (r *Run) commitLocked(p *payload) {
 	}
 	stream := r.mode == ModeStream
 	if r.log != nil {
-		if err := r.log.Append(context.WithoutCancel(r.ctx), ev); err != nil {
+		if r.logCtxOf != r.ctx {
+			r.logCtx, r.logCtxOf = context.WithoutCancel(r.ctx), r.ctx
+		}
+		if err := r.log.Append(r.logCtx, ev); err != nil {
 			if !term {
 				// Not persisted, so not delivered: the terminal event
 				// takes this sequence number.

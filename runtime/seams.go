@@ -435,17 +435,24 @@ func readsData(l EventLog) bool {
 // the first error stops the append and is returned (so a later log never
 // sees an event an earlier one refused). Nil when all are nil.
 func JoinLogs(logs ...EventLog) EventLog {
-	var out teeLog
+	// One log (a run with no other) is returned as it is, without
+	// building a teeLog for it: every traced run joins one.
+	var one EventLog
+	n := 0
+	for _, l := range logs {
+		if l != nil {
+			one = l
+			n++
+		}
+	}
+	if n <= 1 {
+		return one
+	}
+	out := make(teeLog, 0, n)
 	for _, l := range logs {
 		if l != nil {
 			out = append(out, l)
 		}
-	}
-	switch len(out) {
-	case 0:
-		return nil
-	case 1:
-		return out[0]
 	}
 	return out
 }
