@@ -2,12 +2,11 @@ package host
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,17 +42,22 @@ import (
 // drops) and exported in the background, and an exporter that fails three
 // times in a row, or times out once, is switched off.
 type Telemetry struct {
-	level   int // levelSummary, levelSteps, levelProgress
-	names   bool
-	rec     *spanRecorder
-	mp      *sdkmetric.MeterProvider
-	ops     metric.Int64Counter
-	dur     metric.Float64Histogram
-	prog    metric.Int64Counter
-	active  atomic.Int32 // runs being traced
-	spans   *spanQueue
-	log     *slog.Logger
-	opAttrs [numKinds][numOutcomes]metric.MeasurementOption
+	level  int // levelSummary, levelSteps, levelProgress
+	names  bool
+	rec    *spanRecorder
+	mp     *sdkmetric.MeterProvider
+	ops    metric.Int64Counter
+	dur    metric.Float64Histogram
+	prog   metric.Int64Counter
+	active atomic.Int32 // runs being traced
+	spans  *spanQueue
+	log    *slog.Logger
+	// addOpts and recOpts are the operations counter's and the duration
+	// histogram's options for each kind and outcome, built once: passed as
+	// a slice, a host record's two measurements allocate nothing here
+	// (a variadic argument of an interface method is a new slice a call).
+	addOpts [numKinds][numOutcomes][]metric.AddOption
+	recOpts [numKinds][numOutcomes][]metric.RecordOption
 }
 
 const (
@@ -68,9 +72,20 @@ const (
 	telSpansPerRun  = 128
 	telQueueRecords = 128
 	telQueueBytes   = 2_000_000
-	telBatch        = 16
 	telTimeout      = time.Second
 )
+
+// telBatch is the most spans one export request carries: §11.2's maximum
+// (its default is 16). Why the maximum: every request is a protobuf
+// marshal and an HTTP round trip on both ends, whatever it carries, and a
+// fixture run at level steps records four spans — at 16 a busy host sent a
+// request for every four runs, and those requests were most of what
+// telemetry cost (the fixture's JSON runs lost a quarter of their
+// throughput). A batch still goes as soon as it is full, or at the latest
+// a second after its first span (the queue's tick), and the queue's bounds
+// (128 records, 2,000,000 bytes) are the defaults: a full batch leaves as
+// much room again for the spans that end while it is sent.
+const telBatch = 64
 
 // NewTelemetry starts the exporters of d; nil (off) without an endpoint.
 func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
@@ -88,7 +103,8 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 	ctx := context.Background()
 	noRetry := otlptracehttp.RetryConfig{Enabled: false}
 	texp, err := newOTLPSpans(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(base+"/v1/traces"),
-		otlptracehttp.WithTimeout(telTimeout), otlptracehttp.WithRetry(noRetry)))
+		otlptracehttp.WithTimeout(telTimeout), otlptracehttp.WithRetry(noRetry),
+		otlptracehttp.WithHTTPClient(&http.Client{Transport: spanTransport(), Timeout: telTimeout})))
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +137,39 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 	}
 	for k := range numKinds {
 		for o := range numOutcomes {
-			t.opAttrs[k][o] = metric.WithAttributeSet(attribute.NewSet(
+			opt := metric.WithAttributeSet(attribute.NewSet(
 				attribute.String("kind", kindNames[k]), attribute.String("outcome", outcomeNames[o]), attribute.String("phase", "total")))
+			t.addOpts[k][o] = []metric.AddOption{opt}
+			t.recOpts[k][o] = []metric.RecordOption{opt}
 		}
 	}
 	return t, nil
+}
+
+// spanTransport is the trace client's transport: the SDK's own default
+// (otlptracehttp's copy of http.DefaultTransport) with a write buffer that
+// holds a whole batch.
+//
+// Why: with the default 4 KiB buffer, net/http writes a request's headers
+// and first 4 KiB, then copies the rest of the body through a buffer it
+// allocates for every request — a full batch of 64 spans is about 20 KB,
+// so each export allocated 16 KB more than its body and made two writes.
+// At 64 KiB a typical batch goes out in one write from the buffer; a
+// larger one (long names with include_names) takes the old path.
+func spanTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		WriteBufferSize:       64 << 10,
+	}
 }
 
 // Shutdown flushes what is queued (bounded by ctx) and stops the
@@ -242,11 +286,10 @@ func isUUID(s string) bool {
 // the operations/duration metrics.
 func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Time, d time.Duration) {
 	ctx, reqID := correlation(r)
-	opt := t.opAttrs[kind][outcome]
-	t.ops.Add(ctx, 1, opt)
-	t.dur.Record(ctx, float64(d)/float64(time.Millisecond), opt)
+	t.ops.Add(ctx, 1, t.addOpts[kind][outcome]...)
+	t.dur.Record(ctx, float64(d)/float64(time.Millisecond), t.recOpts[kind][outcome]...)
 	if sp := t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.host", tracepb.Span_SPAN_KIND_SERVER, start); sp != nil {
-		sp.setStr("agenticdriver.observation_id", newObservationID())
+		sp.setObservationID()
 		sp.setStr("agenticdriver.operation", kindNames[kind])
 		sp.setStr("agenticdriver.outcome", outcomeNames[outcome])
 		if reqID != "" {
@@ -282,7 +325,7 @@ func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtime
 		// Untraced: only the progress counter (run nil: no spans).
 		return typesOnlyTrace{&runTrace{t: t, op: op}}
 	}
-	sp.setStr("agenticdriver.observation_id", newObservationID())
+	sp.setObservationID()
 	sp.setStr("agenticdriver.operation", op)
 	if reqID != "" {
 		sp.setStr("agenticdriver.request_id", reqID)
@@ -472,25 +515,6 @@ func toolNameOf(data []byte) string {
 	}
 	_ = json.Unmarshal(data, &v)
 	return v.Call.Name
-}
-
-// newObservationID is a random UUID (version 4) for one record. It has to
-// be unique, not secret, so it comes from math/rand/v2 (seeded from the
-// OS) rather than crypto/rand's system call: two of them a run.
-func newObservationID() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], mrand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], mrand.Uint64())
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var x [36]byte
-	hex.Encode(x[0:8], b[0:4])
-	hex.Encode(x[9:13], b[4:6])
-	hex.Encode(x[14:18], b[6:8])
-	hex.Encode(x[19:23], b[8:10])
-	hex.Encode(x[24:], b[10:])
-	x[8], x[13], x[18], x[23] = '-', '-', '-', '-'
-	return string(x[:])
 }
 
 // abandon ends the trace of a run that did not start (the request was

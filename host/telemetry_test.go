@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"adhost/host/config"
 	"adhost/runtime"
@@ -211,7 +215,8 @@ func TestSpanRecords(t *testing.T) {
 	if err := q.ForceFlush(context.Background()); err != nil || len(exp.last) != 2 {
 		t.Fatalf("flush: %v, %d spans", err, len(exp.last))
 	}
-	c, p := exp.last[0].proto(), exp.last[1].proto()
+	pbs := decodeBatch(t, new(spanEncoder), exp.last)
+	c, p := pbs[0], pbs[1]
 	if fmt.Sprintf("%x", p.TraceId) != "4bf92f3577b34da6a3ce929d0e0e4736" || fmt.Sprintf("%x", p.ParentSpanId) != "00f067aa0ba902b7" {
 		t.Errorf("run span: trace %x parent %x, want the traceparent's", p.TraceId, p.ParentSpanId)
 	}
@@ -278,5 +283,131 @@ func TestProgressUntraced(t *testing.T) {
 	}
 	if n := len(tel.spans.q); n != 0 {
 		t.Errorf("%d spans queued for a sampled-out run", n)
+	}
+}
+
+// decodeBatch exports batch through enc as otlpSpans does and decodes the
+// marshalled request back: the spans of its one ResourceSpans, after
+// checking the adhost resource and scope.
+func decodeBatch(t *testing.T, enc *spanEncoder, batch []span) []*tracepb.Span {
+	t.Helper()
+	var rs tracepb.ResourceSpans
+	rs.ProtoReflect().SetUnknown(enc.resourceSpans(batch))
+	raw, err := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{&rs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ResourceSpans) != 1 || len(got.ResourceSpans[0].ScopeSpans) != 1 {
+		t.Fatalf("batch of %d: %v", len(batch), &got)
+	}
+	r := got.ResourceSpans[0]
+	if a := r.Resource.GetAttributes(); len(a) != 1 || a[0].Key != "service.name" || a[0].Value.GetStringValue() != "adhost" ||
+		r.ScopeSpans[0].Scope.GetName() != "adhost" || len(r.ProtoReflect().GetUnknown()) != 0 {
+		t.Errorf("resource %v, scope %v", r.Resource, r.ScopeSpans[0].Scope)
+	}
+	return r.ScopeSpans[0].Spans
+}
+
+// referenceSpan is s built as the SDK's messages, field by field: what
+// the encoder's bytes must decode to.
+func referenceSpan(s *span) *tracepb.Span {
+	p := &tracepb.Span{
+		TraceId:           slices.Clone(s.traceID[:]),
+		SpanId:            slices.Clone(s.spanID[:]),
+		Name:              s.name,
+		Kind:              s.kind,
+		StartTimeUnixNano: uint64(max(s.start, 0)),
+		EndTimeUnixNano:   uint64(max(s.end, 0)),
+		Status:            &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR},
+		Flags:             uint32(trace.FlagsSampled),
+	}
+	if s.parentID != ([8]byte{}) {
+		p.ParentSpanId = slices.Clone(s.parentID[:])
+	}
+	if s.ok {
+		p.Status.Code = tracepb.Status_STATUS_CODE_OK
+	}
+	str := func(k, v string) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+	}
+	if s.hasObs {
+		p.Attributes = append(p.Attributes, str("agenticdriver.observation_id", string(appendUUID(nil, &s.obs))))
+	}
+	for _, a := range s.attrs[:s.nattrs] {
+		if a.isInt {
+			p.Attributes = append(p.Attributes, &commonpb.KeyValue{Key: a.key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: a.num}}})
+		} else {
+			p.Attributes = append(p.Attributes, str(a.key, a.str))
+		}
+	}
+	return p
+}
+
+// TestSpanEncoder: batches written one after another by the same encoder
+// (its buffer reused, a smaller batch after a larger one) each decode to
+// exactly the messages of their own spans — ids, parent, name, kind,
+// times, status, flags, string and integer attributes (empty, long,
+// negative, large) — with a distinct version-4 observation id where one
+// was set.
+func TestSpanEncoder(t *testing.T) {
+	exp := &countingSpans{}
+	q := newSpanQueue(exp, telQueueRecords, telQueueBytes, 1<<20, time.Hour)
+	defer q.Shutdown(context.Background())
+	r := newSpanRecorder(1, q)
+	parent, _ := parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	ints := []int64{0, 1, -1, 127, 128, 1 << 40, -1 << 62}
+	batch := func(n int, withObs bool) []span {
+		t.Helper()
+		for i := range n {
+			p := trace.SpanContext{}
+			if i%3 == 1 {
+				p = parent
+			}
+			start := time.Unix(int64(i), 7)
+			if i == 2 {
+				start = time.Unix(0, 0) // a zero time: the field left out
+			}
+			s := r.start(p, fmt.Sprintf("s%d", i), tracepb.Span_SpanKind(1+i%3), start)
+			if withObs {
+				s.setObservationID()
+			}
+			s.setStr("agenticdriver.outcome", strings.Repeat("o", i*7)) // "" first, past 127 bytes later
+			s.setInt("agenticdriver.dropped_spans", ints[i%len(ints)])
+			s.setOK(i%2 == 0)
+			r.end(s, time.Unix(int64(i)+1, 0))
+		}
+		if err := q.ForceFlush(context.Background()); err != nil || len(exp.last) != n {
+			t.Fatalf("flush: %v, %d spans, want %d", err, len(exp.last), n)
+		}
+		return slices.Clone(exp.last)
+	}
+	var enc spanEncoder
+	for _, tc := range []struct {
+		n   int
+		obs bool
+	}{{telBatch, true}, {3, false}, {5, true}} {
+		spans := batch(tc.n, tc.obs)
+		pbs := decodeBatch(t, &enc, spans)
+		if len(pbs) != tc.n {
+			t.Fatalf("batch of %d decoded as %d spans", tc.n, len(pbs))
+		}
+		seen := map[string]bool{}
+		for i, p := range pbs {
+			if want := referenceSpan(&spans[i]); !proto.Equal(p, want) {
+				t.Errorf("span %d of %d:\n got %v\nwant %v", i, tc.n, p, want)
+			}
+			if !tc.obs {
+				continue
+			}
+			id := p.Attributes[0].Value.GetStringValue()
+			if !isUUID(id) || strings.ToLower(id) != id || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) || seen[id] {
+				t.Errorf("span %d: observation id %q (a new version-4 UUID)", i, id)
+			}
+			seen[id] = true
+		}
 	}
 }
