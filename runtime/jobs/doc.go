@@ -91,7 +91,8 @@
 // appended, then the record becomes terminal, naming this worker and its
 // token; (4) settle: the job's expiry joins the worker's next batch key
 // (one synced write for the jobs settled within 20 ms; settling is off
-// the client's path, the record being terminal already), then Delete the
+// the client's path, the record being terminal already; a cancel or
+// recovery at Open writes a key of its own at once), then Delete the
 // queue entry and Release the lease. BUSY gives the lease back with the job still
 // queued. (Records written running by earlier versions are read the same
 // way.)

@@ -22,8 +22,8 @@ import (
 // tombstone is idempotent.
 
 // expiryLinger is how long a batch collects settled jobs before it is
-// written: settling is off every client's path (the record is terminal
-// already), so a batch may wait for the jobs that end after it.
+// written: a worker's settling is off every client's path (the record is
+// terminal already), so a batch may wait for the jobs that end after it.
 const expiryLinger = 20 * time.Millisecond
 
 // maxExpiryBatch bounds the ids of one batch key (a few tens of KB).
@@ -52,9 +52,14 @@ type expiring struct {
 	done chan struct{}
 }
 
-// add records that job id expires at ms and returns once a batch holding
-// it is durable (or failed).
-func (s *Service) addExpiry(ctx context.Context, id string, ms int64) error {
+// addExpiry records that job id expires at ms and returns once it is
+// durable (or failed): in the next batch when batch is set (a settling on
+// the dispatch path), else at once in a key of its own (a cancel, whose
+// client waits; recovery at Open, which settles jobs one after another).
+func (s *Service) addExpiry(ctx context.Context, id string, ms int64, batch bool) error {
+	if !batch {
+		return ignoreExists(s.st.Create(ctx, expiryKey(ms, id), nil))
+	}
 	x := &s.expiries
 	e := &expiring{id: id, ms: ms, done: make(chan struct{})}
 	x.mu.Lock()

@@ -93,10 +93,13 @@ type job struct {
 	// counter does not hold yet (it gets them when the job ends).
 	pending     int64
 	dispatching bool
-	run         *runtime.Run
-	broken      *protocol.Error // an append failed: the run ends interrupted
-	lost        bool            // the store refused a write or the lease is gone: stop touching it
-	renewed     time.Time       // last successful lease renewal
+	// worker: the job is on the dispatch path, off every client's, so
+	// its settling may wait for a batch of expiries (expiry.go).
+	worker  bool
+	run     *runtime.Run
+	broken  *protocol.Error // an append failed: the run ends interrupted
+	lost    bool            // the store refused a write or the lease is gone: stop touching it
+	renewed time.Time       // last successful lease renewal
 }
 
 // known is a queue entry as this worker last saw it.
@@ -589,7 +592,7 @@ func (s *Service) put(ctx context.Context, j *job, rec record) error {
 func (s *Service) settleLocked(ctx context.Context, j *job) {
 	ctx = context.WithoutCancel(ctx)
 	if !j.rec.Tomb {
-		if err := s.addExpiry(ctx, j.id, j.rec.ExpiresAt); err != nil {
+		if err := s.addExpiry(ctx, j.id, j.rec.ExpiresAt, j.worker); err != nil {
 			// The entry stays: whoever takes it next settles it again.
 			s.backoff(j.id)
 			s.dropLocked(ctx, j, true)

@@ -276,6 +276,7 @@ func (s *Service) dispatch(c *job, q queued, listed bool) {
 		s.signal()
 	}()
 	ctx := context.Background()
+	c.worker = true
 	if listed && s.peek(ctx, c.id, q) {
 		s.drop(ctx, c, false)
 		return
