@@ -86,7 +86,10 @@ type job struct {
 	rec    record
 	rev    uint64
 	cursor uint64 // last committed event
-	bytes  int64  // record + events, for MaxJobBytes
+	// started is the timestamp (Unix ms) of the run.started this worker
+	// committed: a running job's updatedAt (runningSince).
+	started int64
+	bytes   int64 // record + events, for MaxJobBytes
 	// recBytes is the size of the record last written (part of bytes).
 	recBytes int64
 	// pending are event bytes this worker appended that the shared byte
@@ -836,7 +839,7 @@ func (s *Service) existing(ctx context.Context, id string) (Info, bool, error) {
 	if err != nil {
 		return Info{}, true, err
 	}
-	return infoOf(&r, cursor), true, nil
+	return s.infoAt(ctx, &r, cursor), true, nil
 }
 
 // claimKey creates the key claim, or returns the existing one.
@@ -960,6 +963,45 @@ func infoOf(r *record, cursor uint64) Info {
 	return i
 }
 
+// infoAt is infoOf for a client's read: a queued record whose log has
+// events reads as running, and its updatedAt is then when it started
+// running — the timestamp of its run.started, which the worker commits
+// instead of rewriting the record (wire-extensions §2.1 only asks
+// updatedAt ≥ createdAt; a client polling a job expects it to move when
+// the state does). The worker holding the job knows it; another host reads
+// the log's first event. A failed read leaves the record's own updatedAt.
+func (s *Service) infoAt(ctx context.Context, r *record, cursor uint64) Info {
+	i := infoOf(r, cursor)
+	if i.State != StateRunning || r.State != StateQueued {
+		return i
+	}
+	if since := s.runningSince(ctx, r); since > r.CreatedAt {
+		i.UpdatedAt = fromMillis(since)
+	}
+	return i
+}
+
+// runningSince is the timestamp (Unix ms) of the run.started of the job
+// of r, 0 when unknown.
+func (s *Service) runningSince(ctx context.Context, r *record) int64 {
+	s.mu.Lock()
+	j := s.local[r.ID]
+	s.mu.Unlock()
+	if j != nil {
+		j.mu.Lock()
+		t, mine := j.started, j.rec.ID == r.ID
+		j.mu.Unlock()
+		if mine && t != 0 {
+			return t
+		}
+	}
+	recs, err := s.st.Read(ctx, eventLog(r.ID), 0, 1, 0)
+	if err != nil || len(recs) == 0 {
+		return 0
+	}
+	return eventTime(recs[0].Data)
+}
+
 // Read returns a job's JobInfo, from the store: any host answers for any
 // job.
 func (s *Service) Read(ctx context.Context, p *runtime.Principal, id string) (Info, error) {
@@ -971,7 +1013,7 @@ func (s *Service) Read(ctx context.Context, p *runtime.Principal, id string) (In
 	if err != nil {
 		return Info{}, err
 	}
-	return infoOf(&r, cursor), nil
+	return s.infoAt(ctx, &r, cursor), nil
 }
 
 // Events returns the page of committed events after sequence after (§2.1).
@@ -999,7 +1041,7 @@ func (s *Service) Events(ctx context.Context, p *runtime.Principal, id string, a
 			return Page{}, storeError(err)
 		}
 	}
-	info := infoOf(&r, cursor)
+	info := s.infoAt(ctx, &r, cursor)
 	page := Page{Job: info, Events: make([]json.RawMessage, 0, len(recs)), NextCursor: after}
 	for _, rec := range recs {
 		if rec.Seq > info.Cursor {

@@ -1131,3 +1131,48 @@ func TestCapacityAcrossWorkers(t *testing.T) {
 		t.Fatalf("resubmission at capacity: %v", err)
 	}
 }
+
+// A running job's updatedAt is when it started running (its run.started),
+// on the worker that runs it and on any other: the record is not rewritten
+// at the transition, so both read it from the log's first event.
+func TestRunningUpdatedAt(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read", "cancel")
+	s1, s2 := h.two(h.options())
+	// Submitted "ten seconds ago" by the services' clock; the engine
+	// stamps run.started with the real time.
+	h.now.Store(time.Now().Add(-10 * time.Second).UnixMilli())
+	j, err := s2.Submit(context.Background(), alice, "k", req("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.now.Store(0)
+	if q, err := s1.Read(context.Background(), alice, j.ID); err != nil || q.State != StateQueued || !q.UpdatedAt.Equal(q.CreatedAt) {
+		t.Fatalf("queued: %+v %v", q, err)
+	}
+	s1.Start() // only s1 dispatches
+	wait(t, s2, alice, j.ID, func(i Info) bool { return i.State == StateRunning && i.Cursor >= 2 })
+	page, err := s2.Events(context.Background(), alice, j.ID, 0, 1)
+	if err != nil || len(page.Events) != 1 {
+		t.Fatalf("first event: %+v %v", page, err)
+	}
+	started := time.UnixMilli(eventTime(page.Events[0]))
+	if started.Sub(j.CreatedAt) < 9*time.Second {
+		t.Fatalf("run.started at %v, submitted at %v", started, j.CreatedAt)
+	}
+	for name, s := range map[string]*Service{"worker": s1, "other host": s2} {
+		i, err := s.Read(context.Background(), alice, j.ID)
+		if err != nil || i.State != StateRunning || !i.UpdatedAt.Equal(started) {
+			t.Errorf("%s: %+v %v, want updatedAt %v", name, i, err, started)
+		}
+	}
+	if !page.Job.UpdatedAt.Equal(started) {
+		t.Errorf("page job: updatedAt %v, want %v", page.Job.UpdatedAt, started)
+	}
+	if _, err := s2.Cancel(context.Background(), alice, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if done := wait(t, s2, alice, j.ID, terminal); done.UpdatedAt.Before(started) {
+		t.Errorf("cancelled: updatedAt %v before run.started %v", done.UpdatedAt, started)
+	}
+}

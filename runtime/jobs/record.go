@@ -248,6 +248,22 @@ func eventType(data []byte) string {
 	return v.Type
 }
 
+// eventTime is the timestamp of an encoded event in Unix milliseconds, 0
+// when it has none that parses.
+func eventTime(data []byte) int64 {
+	var v struct {
+		Timestamp string `json:"timestamp"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, v.Timestamp)
+	if err != nil {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 // stateOf is the job state a terminal event type ends in.
 func stateOf(typ string) string {
 	switch typ {

@@ -806,6 +806,9 @@ func (l *jobLog) Append(ctx context.Context, ev runtime.Event) error {
 		return l.failed(err)
 	}
 	j.cursor = seq
+	if seq == 1 {
+		j.started = eventTime(data)
+	}
 	s.addPending(j, int64(len(data)))
 	if !term {
 		return nil
