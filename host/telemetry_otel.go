@@ -104,7 +104,7 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 	noRetry := otlptracehttp.RetryConfig{Enabled: false}
 	texp, err := newOTLPSpans(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(base+"/v1/traces"),
 		otlptracehttp.WithTimeout(telTimeout), otlptracehttp.WithRetry(noRetry),
-		otlptracehttp.WithHTTPClient(&http.Client{Transport: spanTransport(), Timeout: telTimeout})))
+		otlptracehttp.WithHTTPClient(&http.Client{Transport: spanTransport()})))
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,10 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 // allocates for every request — a full batch of 64 spans is about 20 KB,
 // so each export allocated 16 KB more than its body and made two writes.
 // At 64 KiB a typical batch goes out in one write from the buffer; a
-// larger one (long names with include_names) takes the old path.
+// larger one (long names with include_names) takes the old path. The
+// client has no Timeout of its own: each export's context carries the
+// export timeout (spanQueue.exportAll), which the guard sees as
+// context.DeadlineExceeded.
 func spanTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
@@ -290,10 +293,10 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 	t.dur.Record(ctx, float64(d)/float64(time.Millisecond), t.recOpts[kind][outcome]...)
 	if sp := t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.host", tracepb.Span_SPAN_KIND_SERVER, start); sp != nil {
 		sp.setObservationID()
-		sp.setStr("agenticdriver.operation", kindNames[kind])
-		sp.setStr("agenticdriver.outcome", outcomeNames[outcome])
+		sp.setStr(attrOperation, kindNames[kind])
+		sp.setStr(attrOutcome, outcomeNames[outcome])
 		if reqID != "" {
-			sp.setStr("agenticdriver.request_id", reqID)
+			sp.setStr(attrRequestID, reqID)
 		}
 		sp.setOK(outcome == outcomeCompleted || outcome == outcomeReplayed)
 		t.rec.end(sp, start.Add(d))
@@ -326,13 +329,13 @@ func (t *Telemetry) startRun(ctx context.Context, reqID, op string, req *runtime
 		return typesOnlyTrace{&runTrace{t: t, op: op}}
 	}
 	sp.setObservationID()
-	sp.setStr("agenticdriver.operation", op)
+	sp.setStr(attrOperation, op)
 	if reqID != "" {
-		sp.setStr("agenticdriver.request_id", reqID)
+		sp.setStr(attrRequestID, reqID)
 	}
 	if t.names {
-		sp.setStr("agenticdriver.provider", req.provider)
-		sp.setStr("agenticdriver.model", req.model)
+		sp.setStr(attrProvider, req.provider)
+		sp.setStr(attrModel, req.model)
 	}
 	rt := &runTrace{t: t, run: sp, op: op, traced: true}
 	if !t.names {
@@ -451,7 +454,7 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 	switch ev.Type {
 	case runtime.EventRunStarted:
 		if isUUID(ev.RunID) {
-			rt.run.setStr("agenticdriver.run_id", ev.RunID)
+			rt.run.setStr(attrRunID, ev.RunID)
 		}
 		rt.queue = rt.child("agenticdriver.queue", tracepb.Span_SPAN_KIND_INTERNAL)
 		rt.now = phaseContext // admitted, no step yet: context resolution
@@ -468,7 +471,7 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		rt.tool = rt.child("agenticdriver.tool", tracepb.Span_SPAN_KIND_INTERNAL)
 		rt.now = phaseTool
 		if rt.tool != nil && rt.t.names {
-			rt.tool.setStr("agenticdriver.name", toolNameOf(ev.Data))
+			rt.tool.setStr(attrName, toolNameOf(ev.Data))
 		}
 	case runtime.EventToolCompleted:
 		rt.endSpan(&rt.tool)
@@ -482,8 +485,8 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		rt.endSpan(&rt.step)
 		rt.endSpan(&rt.tool)
 		outcome := map[string]string{runtime.EventRunCompleted: "completed", runtime.EventRunFailed: "failed", runtime.EventRunCancelled: "cancelled"}[ev.Type]
-		rt.run.setStr("agenticdriver.outcome", outcome)
-		rt.run.setInt("agenticdriver.dropped_spans", int64(rt.dropped))
+		rt.run.setStr(attrOutcome, outcome)
+		rt.run.setInt(attrDroppedSpans, int64(rt.dropped))
 		rt.run.setOK(ev.Type == runtime.EventRunCompleted)
 		// agenticdriver.progress has the dimensions kind, outcome and phase
 		// (wire-extensions §11.2): a progress record's outcome is its
@@ -534,7 +537,7 @@ func (t *Telemetry) abandon(l runtime.EventLog) {
 	if rt.ended {
 		return
 	}
-	rt.run.setStr("agenticdriver.outcome", "rejected")
+	rt.run.setStr(attrOutcome, "rejected")
 	rt.run.setOK(false)
 	rt.t.rec.end(rt.run, time.Now())
 	rt.run = nil

@@ -36,11 +36,39 @@ import (
 // provider, model, run id, outcome and dropped-span count.
 const maxSpanAttrs = 7
 
+// attrKey is an attribute name of §11.2's allow-list (the observation id
+// aside, span.obs): a span can carry no other, whatever a caller passes.
+type attrKey uint8
+
+const (
+	attrOperation attrKey = iota
+	attrOutcome
+	attrRequestID
+	attrRunID
+	attrDroppedSpans
+	attrProvider
+	attrModel
+	attrName
+	numAttrKeys
+)
+
+var attrNames = [numAttrKeys]string{
+	attrOperation:    "agenticdriver.operation",
+	attrOutcome:      "agenticdriver.outcome",
+	attrRequestID:    "agenticdriver.request_id",
+	attrRunID:        "agenticdriver.run_id",
+	attrDroppedSpans: "agenticdriver.dropped_spans",
+	attrProvider:     "agenticdriver.provider",
+	attrModel:        "agenticdriver.model",
+	attrName:         "agenticdriver.name",
+}
+
 // spanAttr is one attribute: a string, or an integer when isInt.
 type spanAttr struct {
-	key, str string
-	num      int64
-	isInt    bool
+	key   attrKey
+	isInt bool
+	str   string
+	num   int64
 }
 
 // span is one span being recorded or queued for export.
@@ -95,9 +123,9 @@ func appendUUID(b []byte, u *[16]byte) []byte {
 
 // setStr sets attribute key (nil-safe: a span not recorded ignores it).
 // An attribute already set is replaced, as the SDK does.
-func (s *span) setStr(key, v string) { s.set(spanAttr{key: key, str: v}) }
+func (s *span) setStr(key attrKey, v string) { s.set(spanAttr{key: key, str: v}) }
 
-func (s *span) setInt(key string, v int64) { s.set(spanAttr{key: key, num: v, isInt: true}) }
+func (s *span) setInt(key attrKey, v int64) { s.set(spanAttr{key: key, num: v, isInt: true}) }
 
 func (s *span) set(a spanAttr) {
 	if s == nil {
@@ -141,7 +169,7 @@ func (s *span) size() int {
 		n += 8 + len(obsKey) + uuidLen
 	}
 	for _, a := range s.attrs[:s.nattrs] {
-		n += 8 + len(a.key) + len(a.str)
+		n += 8 + len(attrNames[a.key]) + len(a.str)
 		if a.isInt {
 			n += decimalLen(a.num)
 		}
@@ -555,45 +583,63 @@ func (s *span) appendProto(b []byte) []byte {
 		b = protowire.AppendTag(b, fSpanEnd, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, uint64(s.end))
 	}
-	var m int
 	if s.hasObs {
-		b = protowire.AppendTag(b, fSpanAttributes, protowire.BytesType)
-		b, m = openLen(b)
-		b = protowire.AppendTag(b, fKeyValueKey, protowire.BytesType)
-		b = protowire.AppendString(b, obsKey)
-		b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
-		b = append(b, 2+uuidLen) // the AnyValue: tag, length, the UUID
-		b = protowire.AppendTag(b, fAnyValueString, protowire.BytesType)
-		b = append(b, uuidLen)
+		b = append(b, obsPrefix...)
 		b = appendUUID(b, &s.obs)
-		b = closeLen(b, m)
 	}
 	for _, a := range s.attrs[:s.nattrs] {
+		var kv, val int
 		b = protowire.AppendTag(b, fSpanAttributes, protowire.BytesType)
-		b, m = openLen(b)
+		b, kv = openLen(b)
+		b = append(b, keyPrefixes[a.key]...)
+		b, val = openLen(b)
 		if a.isInt {
-			b = protowire.AppendTag(b, fKeyValueKey, protowire.BytesType)
-			b = protowire.AppendString(b, a.key)
-			b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
-			b = append(b, byte(1+protowire.SizeVarint(uint64(a.num)))) // the AnyValue: tag, varint
 			b = protowire.AppendTag(b, fAnyValueInt, protowire.VarintType)
 			b = protowire.AppendVarint(b, uint64(a.num))
 		} else {
-			b = appendStrAttr(b, a.key, a.str)
+			b = protowire.AppendTag(b, fAnyValueString, protowire.BytesType)
+			b = protowire.AppendString(b, a.str)
 		}
-		b = closeLen(b, m)
+		b = closeLen(b, val)
+		b = closeLen(b, kv)
 	}
-	code := tracepb.Status_STATUS_CODE_ERROR
 	if s.ok {
-		code = tracepb.Status_STATUS_CODE_OK
+		return append(b, spanStatusOK...)
 	}
-	b = protowire.AppendTag(b, fSpanStatus, protowire.BytesType)
-	b = append(b, 2) // the Status: the code's tag and value (1 or 2), a byte each
-	b = protowire.AppendTag(b, fStatusCode, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(code))
-	b = protowire.AppendTag(b, fSpanFlags, protowire.Fixed32Type)
-	return protowire.AppendFixed32(b, uint32(trace.FlagsSampled))
+	return append(b, spanStatusError...)
 }
+
+// keyPrefixes[k] is the start of a KeyValue of key k: the key field and
+// the value field's tag. obsPrefix is a whole observation-id attribute
+// up to the UUID's text, spanStatusOK and spanStatusError a span's status and
+// flags fields: the constant bytes of a span, encoded once.
+var keyPrefixes, obsPrefix, spanStatusOK, spanStatusError = func() (keys [numAttrKeys][]byte, obs, ok, failed []byte) {
+	prefix := func(key string) []byte {
+		b := protowire.AppendTag(nil, fKeyValueKey, protowire.BytesType)
+		b = protowire.AppendString(b, key)
+		return protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
+	}
+	for k, name := range attrNames {
+		keys[k] = prefix(name)
+	}
+	// Lengths are one byte each: a KeyValue of the observation id is 70.
+	p := prefix(obsKey)
+	obs = protowire.AppendTag(nil, fSpanAttributes, protowire.BytesType)
+	obs = append(obs, byte(len(p)+1+2+uuidLen)) // the key, the value's length, the AnyValue
+	obs = append(obs, p...)
+	obs = append(obs, 2+uuidLen) // the AnyValue: its tag and length, the UUID
+	obs = protowire.AppendTag(obs, fAnyValueString, protowire.BytesType)
+	obs = append(obs, uuidLen)
+	status := func(code tracepb.Status_StatusCode) []byte {
+		b := protowire.AppendTag(nil, fSpanStatus, protowire.BytesType)
+		b = append(b, 2) // the code's tag and value (1 or 2), a byte each
+		b = protowire.AppendTag(b, fStatusCode, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(code))
+		b = protowire.AppendTag(b, fSpanFlags, protowire.Fixed32Type)
+		return protowire.AppendFixed32(b, uint32(trace.FlagsSampled))
+	}
+	return keys, obs, status(tracepb.Status_STATUS_CODE_OK), status(tracepb.Status_STATUS_CODE_ERROR)
+}()
 
 // guardedSpans switches span export off through its guard.
 type guardedSpans struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -109,12 +110,12 @@ func (c *countingSpans) shutdown(context.Context) error { return nil }
 // paddedSpan ends one span whose estimated encoding is exactly size bytes.
 func paddedSpan(t *testing.T, r *spanRecorder, size int) {
 	t.Helper()
-	base := (&span{name: "s", nattrs: 1, attrs: [maxSpanAttrs]spanAttr{{key: "p"}}}).size()
+	base := (&span{name: "s", nattrs: 1, attrs: [maxSpanAttrs]spanAttr{{key: attrName}}}).size()
 	if size < base {
 		t.Fatalf("span of %d bytes: the smallest is %d", size, base)
 	}
 	s := r.start(trace.SpanContext{}, "s", tracepb.Span_SPAN_KIND_INTERNAL, time.Now())
-	s.setStr("p", strings.Repeat("x", size-base))
+	s.setStr(attrName, strings.Repeat("x", size-base))
 	if got := s.size(); got != size {
 		t.Fatalf("padded span: %d bytes, want %d", got, size)
 	}
@@ -204,9 +205,9 @@ func TestSpanRecords(t *testing.T) {
 	}
 	t0 := time.Unix(1_700_000_000, 5)
 	run := r.start(parent, "agenticdriver.run", tracepb.Span_SPAN_KIND_INTERNAL, t0)
-	run.setStr("agenticdriver.operation", "run")
-	run.setStr("agenticdriver.operation", "job") // replaced, not added
-	run.setInt("agenticdriver.dropped_spans", 3)
+	run.setStr(attrOperation, "run")
+	run.setStr(attrOperation, "job") // replaced, not added
+	run.setInt(attrDroppedSpans, 3)
 	run.setOK(true)
 	child := r.start(run.context(), "agenticdriver.provider", tracepb.Span_SPAN_KIND_CLIENT, t0)
 	child.setOK(false)
@@ -237,7 +238,7 @@ func TestSpanRecords(t *testing.T) {
 	if s != nil {
 		t.Fatal("sample rate 0 recorded a span")
 	}
-	s.setStr("k", "v")
+	s.setStr(attrName, "v")
 	s.setOK(true)
 	none.end(s, t0)
 	if q.Dropped() != 0 || len(q.q) != 0 {
@@ -339,9 +340,9 @@ func referenceSpan(s *span) *tracepb.Span {
 	}
 	for _, a := range s.attrs[:s.nattrs] {
 		if a.isInt {
-			p.Attributes = append(p.Attributes, &commonpb.KeyValue{Key: a.key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: a.num}}})
+			p.Attributes = append(p.Attributes, &commonpb.KeyValue{Key: attrNames[a.key], Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: a.num}}})
 		} else {
-			p.Attributes = append(p.Attributes, str(a.key, a.str))
+			p.Attributes = append(p.Attributes, str(attrNames[a.key], a.str))
 		}
 	}
 	return p
@@ -350,8 +351,8 @@ func referenceSpan(s *span) *tracepb.Span {
 // TestSpanEncoder: batches written one after another by the same encoder
 // (its buffer reused, a smaller batch after a larger one) each decode to
 // exactly the messages of their own spans — ids, parent, name, kind,
-// times, status, flags, string and integer attributes (empty, long,
-// negative, large) — with a distinct version-4 observation id where one
+// times, status, flags, string and integer attributes (each name of the
+// allow-list; values empty, long, negative, large) — with a distinct version-4 observation id where one
 // was set.
 func TestSpanEncoder(t *testing.T) {
 	exp := &countingSpans{}
@@ -375,8 +376,14 @@ func TestSpanEncoder(t *testing.T) {
 			if withObs {
 				s.setObservationID()
 			}
-			s.setStr("agenticdriver.outcome", strings.Repeat("o", i*7)) // "" first, past 127 bytes later
-			s.setInt("agenticdriver.dropped_spans", ints[i%len(ints)])
+			s.setStr(attrOutcome, strings.Repeat("o", i*7)) // "" first, past 127 bytes later
+			s.setInt(attrDroppedSpans, ints[i%len(ints)])
+			if i == 3 {
+				// Every name of the allow-list (as many as a span holds).
+				for k := range attrKey(maxSpanAttrs) {
+					s.setStr(numAttrKeys-1-k, attrNames[numAttrKeys-1-k])
+				}
+			}
 			s.setOK(i%2 == 0)
 			r.end(s, time.Unix(int64(i)+1, 0))
 		}
@@ -409,5 +416,61 @@ func TestSpanEncoder(t *testing.T) {
 			}
 			seen[id] = true
 		}
+	}
+}
+
+// TestSpanExportGuard: through the real OTLP client, one export that
+// outlives the export timeout switches span export off, and so do three
+// failed exports in a row; nothing is sent after that, and nothing is
+// retried.
+func TestSpanExportGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler func(w http.ResponseWriter, r *http.Request)
+		exports int // exports until off
+	}{
+		{"timeout", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(2 * telTimeout): // past the export timeout
+			}
+		}, 1},
+		{"failures", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusInternalServerError) }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			posts := 0
+			recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/traces" {
+					mu.Lock()
+					posts++
+					mu.Unlock()
+				}
+				tc.handler(w, r)
+			}))
+			defer recv.Close()
+			tel, err := NewTelemetry(&config.Diagnostics{OTLPEndpoint: recv.URL, Level: "steps", ExportIntervalMs: 3_600_000}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			g := tel.spans.exp.(*guardedSpans).g
+			for i := range tc.exports + 2 {
+				if g.off.Load() != (i >= tc.exports) {
+					t.Fatalf("after %d exports: off %v", i, g.off.Load())
+				}
+				tel.rec.end(tel.rec.start(trace.SpanContext{}, "agenticdriver.run", tracepb.Span_SPAN_KIND_INTERNAL, time.Now()), time.Now())
+				start := time.Now()
+				_ = tel.spans.ForceFlush(context.Background())
+				if d := time.Since(start); d > telTimeout+time.Second {
+					t.Fatalf("an export took %v (timeout %v)", d, telTimeout)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if posts != tc.exports {
+				t.Errorf("%d requests sent, want %d (none after the exporter is off, none retried)", posts, tc.exports)
+			}
+		})
 	}
 }
