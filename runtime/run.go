@@ -43,6 +43,9 @@ type Run struct {
 	native, finalNative json.RawMessage
 	onComplete          func(*protocol.RunResult, json.RawMessage) error
 	needData            bool // events are encoded (someone reads Data)
+	// logReadsData: a log reads events' Data (not only TypesOnly logs), so
+	// a JSON-mode run commits its text.delta events for it.
+	logReadsData bool
 	// reservations are the run's units of capped extensions (Capacity),
 	// taken at admission and released with the admission slot.
 	reservations []Reservation
@@ -427,7 +430,7 @@ func (r *Run) emitLocked(p *payload) {
 // text.delta until an event of another type, the size cap, or a reader
 // asking for the next event commits it.
 func (r *Run) emitDeltaLocked(text string) {
-	if r.terminal || r.ctx.Err() != nil || (!r.needData && r.log == nil) {
+	if r.terminal || r.ctx.Err() != nil || (!r.needData && !r.logReadsData) {
 		return
 	}
 	if r.mode == ModeStream && r.queuedText+len(text) > maxQueuedBytes {

@@ -407,6 +407,7 @@ func (r *Run) applyOptions(opts *StartOptions) {
 			r.needData = true // a log stores the encoded events
 		}
 	}
+	r.logReadsData = r.log != nil && readsData(r.log)
 	r.native = opts.Native
 	r.onComplete = opts.Complete
 }
@@ -415,6 +416,10 @@ func (r *Run) applyOptions(opts *StartOptions) {
 // and RunID, never its Data — telemetry's, which turns events into spans.
 // Such a log does not make the engine encode the events of a JSON-mode run:
 // encoding every event of a run nobody streams cost more than the spans.
+// Nor is it sent a JSON-mode run's text.delta events, which carry nothing
+// but text: gathering and committing them only for such a log cost a
+// traced run three allocations and an append (its sequence numbers then
+// count the events it is sent).
 type TypesOnly interface {
 	EventLog
 	TypesOnly()
