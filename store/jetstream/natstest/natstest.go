@@ -219,7 +219,7 @@ func StartCluster(t testing.TB, n int) []*Server {
 				ready++
 			}
 		}
-		if ready == n && anyLeader(servers) {
+		if ready == n && leaderSeesAll(servers) {
 			return servers
 		}
 		if time.Now().After(deadline) {
@@ -229,10 +229,15 @@ func StartCluster(t testing.TB, n int) []*Server {
 	}
 }
 
-func anyLeader(servers []*Server) bool {
+// leaderSeesAll reports whether a meta leader is elected and counts every
+// server as an online JetStream peer with current stats: until it does,
+// placing a replicated stream can fail with "no suitable peers for
+// placement, peer offline" (TestReplicas3 did, once in a while, right after
+// the cluster formed).
+func leaderSeesAll(servers []*Server) bool {
 	for _, s := range servers {
 		if s.srv.JetStreamIsLeader() {
-			return true
+			return len(s.srv.JetStreamClusterPeers()) == len(servers)
 		}
 	}
 	return false
