@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,8 +16,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -473,4 +476,77 @@ func TestSpanExportGuard(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOperationsMetric: host records reach the OTLP metrics export as
+// agenticdriver.operations, a monotonic cumulative sum (unit 1) with a
+// point per kind and outcome seen and none for the others, next to the
+// agenticdriver.duration histogram with the same counts.
+func TestOperationsMetric(t *testing.T) {
+	var mu sync.Mutex
+	var last []byte
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/v1/metrics" {
+			mu.Lock()
+			last = b
+			mu.Unlock()
+		}
+	}))
+	defer recv.Close()
+	tel, err := NewTelemetry(&config.Diagnostics{OTLPEndpoint: recv.URL, Level: "summary", ExportIntervalMs: 3_600_000}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	r, _ := http.NewRequest("POST", "/v1/runs", nil)
+	for _, rec := range []struct{ kind, outcome int }{{kindRun, outcomeCompleted}, {kindRun, outcomeCompleted}, {kindJob, outcomeRejected}} {
+		tel.hostRecord(r, rec.kind, rec.outcome, time.Now(), time.Millisecond)
+	}
+	check := func(want map[string]int64) {
+		t.Helper()
+		if err := tel.mp.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var req colmetricpb.ExportMetricsServiceRequest
+		if err := proto.Unmarshal(last, &req); err != nil {
+			t.Fatal(err)
+		}
+		ops, durs := map[string]int64{}, map[string]int64{}
+		key := func(attrs []*commonpb.KeyValue) string {
+			d := map[string]string{}
+			for _, kv := range attrs {
+				d[kv.Key] = kv.Value.GetStringValue()
+			}
+			return d["kind"] + "/" + d["outcome"] + "/" + d["phase"]
+		}
+		for _, rm := range req.ResourceMetrics {
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					switch m.Name {
+					case "agenticdriver.operations":
+						s := m.GetSum()
+						if m.Unit != "1" || !s.GetIsMonotonic() || s.GetAggregationTemporality() != metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE {
+							t.Errorf("operations: unit %q, %v", m.Unit, s)
+						}
+						for _, dp := range s.GetDataPoints() {
+							ops[key(dp.Attributes)] = dp.GetAsInt()
+						}
+					case "agenticdriver.duration":
+						for _, dp := range m.GetHistogram().GetDataPoints() {
+							durs[key(dp.Attributes)] = int64(dp.GetCount())
+						}
+					}
+				}
+			}
+		}
+		if fmt.Sprint(ops) != fmt.Sprint(want) || fmt.Sprint(durs) != fmt.Sprint(want) {
+			t.Errorf("operations %v, duration counts %v; want %v", ops, durs, want)
+		}
+	}
+	check(map[string]int64{"run/completed/total": 2, "job/rejected/total": 1})
+	tel.hostRecord(r, kindRun, outcomeCompleted, time.Now(), time.Millisecond)
+	check(map[string]int64{"run/completed/total": 3, "job/rejected/total": 1}) // cumulative
 }
