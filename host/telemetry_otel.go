@@ -42,16 +42,16 @@ import (
 // drops) and exported in the background, and an exporter that fails three
 // times in a row, or times out once, is switched off.
 type Telemetry struct {
-	level  int // levelSummary, levelSteps, levelProgress
-	names  bool
-	rec    *spanRecorder
-	mp     *sdkmetric.MeterProvider
+	level int // levelSummary, levelSteps, levelProgress
+	names bool
+	rec   *spanRecorder
+	mp    *sdkmetric.MeterProvider
 	// ops counts host records by kind and outcome for the
 	// agenticdriver.operations counter, which the SDK reads at each
 	// collection (an observable counter): a host record costs an atomic
 	// add instead of a synchronous measurement (about 0.3 µs each,
 	// resolving its attribute set every time).
-	ops [numKinds][numOutcomes]atomic.Int64
+	ops    [numKinds][numOutcomes]atomic.Int64
 	dur    metric.Float64Histogram
 	prog   metric.Int64Counter
 	active atomic.Int32 // runs being traced

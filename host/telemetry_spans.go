@@ -447,6 +447,8 @@ const obsKey = "agenticdriver.observation_id"
 // compares). Only the client's optional self-observability span count,
 // which reads the messages, sees no spans.
 type spanEncoder struct {
+	// buf keeps the largest batch's encoding: a few tens of KB for spans
+	// of the allow-list, at most about the queue's byte bound.
 	buf []byte
 }
 
