@@ -97,6 +97,9 @@ func cliServe(ctx context.Context, env *cliEnv, args []string) int {
 		return env.fail("serve", err)
 	}
 	defer h.close()
+	// Freed heap goes back to the OS when the host falls idle after a
+	// burst (memtrim.go).
+	go newIdleTrim().run(ctx)
 
 	var tlsCfg *tls.Config
 	scheme := "http"
