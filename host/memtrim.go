@@ -39,10 +39,16 @@ type idleTrim struct {
 
 // Trim thresholds: a tick that allocated less than idleTrimQuiet is quiet;
 // a trim needs at least idleTrimBurst allocated since the previous one (a
-// host that did little has little to give back).
+// host that did little has little to give back). An idle host still
+// allocates: about 0.4 MiB in ten seconds on its own, and a Prometheus
+// scraper polling /metrics twice a second (the soak's settle loop does)
+// a few MiB more — at 1 MiB the soak's host never counted as quiet. A
+// busy one allocates far more (a fixture run ~15 KiB, so 8 MiB is about
+// 55 runs a second); a host just below that rate trims at most once per
+// idleTrimBurst allocated, every minute or so, for one collection each.
 const (
 	idleTrimEvery = 10 * time.Second
-	idleTrimQuiet = 1 << 20
+	idleTrimQuiet = 8 << 20
 	idleTrimBurst = 64 << 20
 )
 
