@@ -98,6 +98,62 @@ func TestReplicas3(t *testing.T) {
 	}
 }
 
+// TestPlacementWait: a host opening its store while two servers of a
+// three-server cluster restart waits for one of them, where the meta
+// leader answers at first that it has no peers to place three replicas
+// on, instead of refusing to start; and a store the cluster cannot place
+// fails once Open's time is up, with the server's reason. (The meta
+// leader keeps its place for ten seconds without a quorum, longer than
+// the test.)
+func TestPlacementWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-server JetStream cluster")
+	}
+	servers := natstest.StartCluster(t, 3)
+	var leader *natstest.Server
+	var followers []*natstest.Server
+	for _, s := range servers {
+		if s.MetaLeader() {
+			leader = s
+		} else {
+			followers = append(followers, s)
+		}
+	}
+	if leader == nil {
+		t.Fatal("no meta leader")
+	}
+	for _, s := range followers {
+		s.Shutdown()
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		restarted <- followers[0].Restart()
+	}()
+	ctx := context.Background()
+	st, err := jetstream.Open(ctx, jetstream.Options{URLs: []string{leader.URL}, Replicas: 3, BucketPrefix: "W"})
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("open during a restart: %v", err)
+	}
+	defer st.Close()
+	if _, err := st.Create(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+
+	followers[0].Shutdown()
+	start := time.Now()
+	_, err = jetstream.Open(ctx, jetstream.Options{URLs: []string{leader.URL}, Replicas: 3, BucketPrefix: "N", Timeout: 500 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "no suitable peers") {
+		t.Fatalf("open with two servers of three gone: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("open with two servers of three gone took %v, its timeout is 0.5 s", d)
+	}
+}
+
 // TestCredentials: a server that requires authentication is reached with
 // the credentials file and refused without it; a missing or unreadable
 // file is an error naming the file (jetstream.ErrCredentials), before any

@@ -268,7 +268,10 @@ func (s *Store) setup(ctx context.Context) error {
 			Description: fmt.Sprintf("adhost durable logs: one subject per append (shard %d of %d)", i+1, logShards),
 			Storage:     jetstream.FileStorage, Replicas: r, Retention: jetstream.LimitsPolicy,
 			Discard: jetstream.DiscardNew, AllowDirect: s.direct}
-		if sh.stream, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if err := s.placed(ctx, func() (err error) {
+			sh.stream, err = js.CreateOrUpdateStream(ctx, sc)
+			return err
+		}); err != nil {
 			return fmt.Errorf("jetstream: stream %s: %w", sh.name, err)
 		}
 	}
@@ -303,12 +306,53 @@ func (s *Store) checkLayout(ctx context.Context) error {
 	return nil
 }
 
+// placed runs create, a stream or bucket creation, again while the
+// cluster answers that it cannot place the replicas for now: a peer is
+// offline (a server restarting, or one the meta leader has not heard
+// from since an election) or the meta leader is being elected. Both pass
+// within seconds, and a host starting beside a rolling NATS restart
+// should wait for them rather than refuse to start. Every other error,
+// and these once setup's deadline (twice Options.Timeout) is near, is
+// returned as it is.
+func (s *Store) placed(ctx context.Context, create func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := create()
+		var api *jetstream.APIError
+		if err == nil || !errors.As(err, &api) ||
+			(api.ErrorCode != errNoPeers && api.ErrorCode != errClusterUnavailable) {
+			return err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+s.timeout/4 {
+			return err
+		}
+		s.log.Warn("jetstream: waiting for the cluster to place replicas", "replicas", s.o.Replicas, "code", int(api.ErrorCode))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// The JetStream API's codes for a placement that may succeed shortly
+// (nats-server's JSClusterNoPeersErrF and JSClusterNotAvailErr).
+const (
+	errNoPeers            jetstream.ErrorCode = 10005
+	errClusterUnavailable jetstream.ErrorCode = 10008
+)
+
 // bucket creates or updates a KV bucket. With replicas, direct gets are
 // turned off on its stream: a follower may answer a direct get with a
 // value older than one already acknowledged, and a revision read back
 // must never go backwards; the leader answers every read instead.
 func (s *Store) bucket(ctx context.Context, c jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, c)
+	var kv jetstream.KeyValue
+	err := s.placed(ctx, func() (err error) {
+		kv, err = s.js.CreateOrUpdateKeyValue(ctx, c)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: bucket %s: %w", c.Bucket, err)
 	}

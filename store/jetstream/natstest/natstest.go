@@ -107,6 +107,10 @@ func (s *Server) Shutdown() {
 	}
 }
 
+// MetaLeader reports whether the server leads its cluster's JetStream
+// meta group, the one that places streams.
+func (s *Server) MetaLeader() bool { return s.srv != nil && s.srv.JetStreamIsLeader() }
+
 // Restart stops the server and starts it again on the same port and
 // store directory, as after a crash or an upgrade.
 func (s *Server) Restart() error {
