@@ -125,17 +125,21 @@ func paddedSpan(t *testing.T, r *spanRecorder, size int) {
 	r.end(s, time.Now())
 }
 
+// testSpanQueue is a queue of the default bounds exporting to a
+// countingSpans, with a recorder that samples everything; no batch fills
+// and no tick comes while a test fills it (it exports on ForceFlush).
+func testSpanQueue(t *testing.T) (*spanQueue, *countingSpans, *spanRecorder) {
+	exp := &countingSpans{}
+	q := newSpanQueue(exp, telQueueRecords, telQueueBytes, 1<<20, time.Hour)
+	t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
+	return q, exp, newSpanRecorder(1, q)
+}
+
 // TestSpanQueueBounds: the telemetry queue holds exactly 2,000,000 bytes
 // and exactly 128 records (wire-extensions §11.2 defaults); the next span
 // is dropped and counted, and what was queued is exported whole.
 func TestSpanQueueBounds(t *testing.T) {
-	newQueue := func() (*spanQueue, *countingSpans, *spanRecorder) {
-		exp := &countingSpans{}
-		// No batch fills and no tick comes while the test fills it.
-		q := newSpanQueue(exp, telQueueRecords, telQueueBytes, 1<<20, time.Hour)
-		t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
-		return q, exp, newSpanRecorder(1, q)
-	}
+	newQueue := func() (*spanQueue, *countingSpans, *spanRecorder) { return testSpanQueue(t) }
 	q, exp, r := newQueue()
 	const size = telQueueBytes / 100 // 100 spans fill the byte bound
 	for range 100 {
@@ -198,10 +202,7 @@ func TestSpanQueueBatches(t *testing.T) {
 // parent shares its trace; a span whose trace is sampled out is never
 // recorded, and its methods do nothing.
 func TestSpanRecords(t *testing.T) {
-	exp := &countingSpans{}
-	q := newSpanQueue(exp, telQueueRecords, telQueueBytes, 1<<20, time.Hour)
-	defer q.Shutdown(context.Background())
-	r := newSpanRecorder(1, q)
+	q, exp, r := testSpanQueue(t)
 	parent, ok := parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	if !ok {
 		t.Fatal("traceparent")
@@ -358,10 +359,7 @@ func referenceSpan(s *span) *tracepb.Span {
 // allow-list; values empty, long, negative, large) — with a distinct version-4 observation id where one
 // was set.
 func TestSpanEncoder(t *testing.T) {
-	exp := &countingSpans{}
-	q := newSpanQueue(exp, telQueueRecords, telQueueBytes, 1<<20, time.Hour)
-	defer q.Shutdown(context.Background())
-	r := newSpanRecorder(1, q)
+	q, exp, r := testSpanQueue(t)
 	parent, _ := parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	ints := []int64{0, 1, -1, 127, 128, 1 << 40, -1 << 62}
 	batch := func(n int, withObs bool) []span {

@@ -141,6 +141,16 @@ func (h *harness) open(o Options) *Service {
 	return s
 }
 
+// maintainAt sets the harness clock to ms (Unix milliseconds) and runs
+// s's retention pass at once, as its next maintenance tick would.
+func (h *harness) maintainAt(s *Service, ms int64) {
+	h.now.Store(ms)
+	s.mu.Lock()
+	s.nextMaint = time.Time{}
+	s.mu.Unlock()
+	s.maintain()
+}
+
 func req(input string, tools ...string) *protocol.RunRequest {
 	return &protocol.RunRequest{Provider: "p", Model: "m", Input: input, Tools: tools}
 }
@@ -610,24 +620,27 @@ func TestCapacity(t *testing.T) {
 	}
 }
 
-func TestRetentionTombstones(t *testing.T) {
+// retentionService is a started service keeping ended jobs a minute, and
+// a user allowed to submit and read.
+func retentionService(t *testing.T) (*harness, *Service, *runtime.Principal) {
 	h := newHarness(t)
 	alice := h.user("a1", "alice", "submit", "read")
 	o := h.options()
 	o.Retention = time.Minute
 	s := h.open(o)
 	s.Start()
+	return h, s, alice
+}
+
+func TestRetentionTombstones(t *testing.T) {
+	h, s, alice := retentionService(t)
 	j, err := s.Submit(context.Background(), alice, "k", req("hello"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := wait(t, s, alice, j.ID, terminal)
 	settled(t, h.store)
-	h.now.Store(done.ExpiresAt.UnixMilli() + 1)
-	s.mu.Lock()
-	s.nextMaint = time.Time{}
-	s.mu.Unlock()
-	s.maintain()
+	h.maintainAt(s, done.ExpiresAt.UnixMilli()+1)
 	if _, err := s.Read(context.Background(), alice, j.ID); protocol.CodeOf(err) != protocol.CodeJobExpired {
 		t.Fatalf("read expired: %v", err)
 	}
@@ -650,12 +663,7 @@ func TestRetentionTombstones(t *testing.T) {
 // not per job), and retention still tombstones every one of them and
 // removes the key.
 func TestRetentionBatchesExpiries(t *testing.T) {
-	h := newHarness(t)
-	alice := h.user("a1", "alice", "submit", "read")
-	o := h.options()
-	o.Retention = time.Minute
-	s := h.open(o)
-	s.Start()
+	h, s, alice := retentionService(t)
 	var ids []string
 	for i := range 20 {
 		j, err := s.Submit(context.Background(), alice, fmt.Sprintf("k%d", i), req("hello"))
@@ -673,11 +681,7 @@ func TestRetentionBatchesExpiries(t *testing.T) {
 	if len(keys) == 0 || len(keys) >= len(ids) {
 		t.Fatalf("%d expiry keys for %d jobs that ended together", len(keys), len(ids))
 	}
-	h.now.Store(latest + 1)
-	s.mu.Lock()
-	s.nextMaint = time.Time{}
-	s.mu.Unlock()
-	s.maintain()
+	h.maintainAt(s, latest+1)
 	for _, id := range ids {
 		if _, err := s.Read(context.Background(), alice, id); protocol.CodeOf(err) != protocol.CodeJobExpired {
 			t.Fatalf("read expired %s: %v", id, err)

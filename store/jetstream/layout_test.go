@@ -108,20 +108,7 @@ func TestShardsSpreadAndListMerges(t *testing.T) {
 	if _, err := s.Create(ctx, "jobs/v1/r", []byte("other prefix")); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for after := ""; ; {
-		es, err := s.List(ctx, "jobs/v1/q/", after, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range es {
-			got = append(got, e.Key)
-		}
-		if len(es) < 10 {
-			break
-		}
-		after = es[len(es)-1].Key
-	}
+	got := listAll(t, s, "jobs/v1/q/", 10)
 	if !slices.Equal(got, want) {
 		t.Fatalf("List pages: %v", got)
 	}

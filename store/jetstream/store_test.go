@@ -161,20 +161,7 @@ func TestListOrder(t *testing.T) {
 	if err := s.Delete(ctx, "p/k0007", 0); err != nil {
 		t.Fatal(err)
 	}
-	var all []string
-	for after := ""; ; {
-		es, err := s.List(ctx, "p/", after, 256)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range es {
-			all = append(all, e.Key)
-		}
-		if len(es) < 256 {
-			break
-		}
-		after = es[len(es)-1].Key
-	}
+	all := listAll(t, s, "p/", 256)
 	if len(all) != 700 || all[0] != "p/k/deeper" || all[1] != "p/k0001" || all[699] != "p/k0700" {
 		t.Fatalf("List: %d keys, %v … %v", len(all), all[:2], all[len(all)-1])
 	}
@@ -261,5 +248,25 @@ func TestOpenRefuses(t *testing.T) {
 	}
 	if _, err := jetstream.Open(ctx, jetstream.Options{URLs: []string{"nats://127.0.0.1:1"}, BucketPrefix: "a.b"}); err == nil || !strings.Contains(err.Error(), "prefix") {
 		t.Fatalf("prefix a.b: %v", err)
+	}
+}
+
+// listAll pages through s.List(prefix) page keys at a time and returns
+// every key.
+func listAll(t *testing.T, s durable.Store, prefix string, page int) []string {
+	t.Helper()
+	var all []string
+	for after := ""; ; {
+		es, err := s.List(context.Background(), prefix, after, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			all = append(all, e.Key)
+		}
+		if len(es) < page {
+			return all
+		}
+		after = es[len(es)-1].Key
 	}
 }
