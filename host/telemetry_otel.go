@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -152,9 +151,9 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 	return t, nil
 }
 
-// spanTransport is the trace client's transport: the SDK's own default
-// (otlptracehttp's copy of http.DefaultTransport) with a write buffer that
-// holds a whole batch.
+// spanTransport is the trace client's transport: net/http's default
+// (which otlptracehttp copies for its own) with a write buffer that holds
+// a whole batch.
 //
 // Why: with the default 4 KiB buffer, net/http writes a request's headers
 // and first 4 KiB, then copies the rest of the body through a buffer it
@@ -166,19 +165,9 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 // export timeout (spanQueue.exportAll), which the guard sees as
 // context.DeadlineExceeded.
 func spanTransport() *http.Transport {
-	return &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		WriteBufferSize:       64 << 10,
-	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.WriteBufferSize = 64 << 10
+	return tr
 }
 
 // observeOps reports agenticdriver.operations: the count of each kind and
