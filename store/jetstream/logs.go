@@ -44,7 +44,7 @@ import (
 const headerCount = "Adhost-N"
 
 // logShard is one of the log streams; a log lives in the one its name's
-// hash picks (logShardOf), so the logs of concurrent jobs sync on several
+// hash picks (locate), so the logs of concurrent jobs sync on several
 // streams at once.
 type logShard struct {
 	stream jetstream.Stream
@@ -53,21 +53,25 @@ type logShard struct {
 	writes atomic.Uint64
 }
 
-// logShardOf is the shard of a log: FNV-1a of its name, the same on
-// every host.
-func (s *Store) logShardOf(log string) *logShard {
+// logAt is a log located: its shard, and its subjects' stem
+// "<root>.<encoded name>" (a record's subject is the stem and its
+// sequence). An operation locates its log once.
+type logAt struct {
+	sh   *logShard
+	stem string
+}
+
+// locate finds a log's shard, FNV-1a of its name, the same on every host.
+func (s *Store) locate(log string) logAt {
 	h := fnv.New32a()
 	h.Write([]byte(log))
-	return &s.logs[h.Sum32()%uint32(len(s.logs))]
+	sh := &s.logs[h.Sum32()%uint32(len(s.logs))]
+	return logAt{sh: sh, stem: sh.root + "." + encodeKey(log)}
 }
 
-func (s *Store) logSubject(log string, seq uint64) string {
-	return s.logShardOf(log).root + "." + encodeKey(log) + "." + strconv.FormatUint(seq, 10)
-}
+func (l logAt) subject(seq uint64) string { return l.stem + "." + strconv.FormatUint(seq, 10) }
 
-func (s *Store) logFilter(log string) string {
-	return s.logShardOf(log).root + "." + encodeKey(log) + ".*"
-}
+func (l logAt) filter() string { return l.stem + ".*" }
 
 // frame is one stored message of a log.
 type frame struct {
@@ -108,8 +112,8 @@ func parseFrame(m rawMsg) (frame, error) {
 
 // lastFrame returns the log's last message, or a zero frame (streamSeq 0)
 // for an empty log.
-func (s *Store) lastFrame(ctx context.Context, log string) (frame, error) {
-	m, err := s.getLast(ctx, s.logShardOf(log), s.logFilter(log))
+func (s *Store) lastFrame(ctx context.Context, at logAt) (frame, error) {
+	m, err := s.getLast(ctx, at.sh, at.filter())
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return frame{}, nil
 	}
@@ -125,8 +129,9 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 		return 0, err
 	}
 	defer cancel()
+	at := s.locate(log)
 	if len(recs) == 0 {
-		last, err := s.lastSeq(ctx, log)
+		last, err := s.lastSeq(ctx, at)
 		if err != nil {
 			return 0, s.fail(err)
 		}
@@ -135,7 +140,7 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 		}
 		return last, nil
 	}
-	msg := nats.NewMsg(s.logSubject(log, expectLast+1))
+	msg := nats.NewMsg(at.subject(expectLast + 1))
 	if len(recs) == 1 {
 		msg.Data = recs[0]
 	} else {
@@ -158,7 +163,7 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 	tail, cached := s.tails.get(log, expectLast)
 	for attempt := 0; ; attempt++ {
 		if !cached {
-			f, err := s.lastFrame(ctx, log)
+			f, err := s.lastFrame(ctx, at)
 			if err != nil {
 				return 0, s.fail(err)
 			}
@@ -172,10 +177,10 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 			}
 			tail = f.streamSeq
 		}
-		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(tail, s.logFilter(log)))
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(tail, at.filter()))
 		if err == nil {
 			s.writes.logMsgs.Add(1)
-			s.logShardOf(log).writes.Add(1)
+			at.sh.writes.Add(1)
 			s.writes.logRecs.Add(uint64(len(recs)))
 			s.tails.put(log, expectLast+uint64(len(recs)), ack.Sequence)
 			return expectLast + uint64(len(recs)), nil
@@ -192,8 +197,8 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 }
 
 // lastSeq is the log's last sequence.
-func (s *Store) lastSeq(ctx context.Context, log string) (uint64, error) {
-	f, err := s.lastFrame(ctx, log)
+func (s *Store) lastSeq(ctx context.Context, at logAt) (uint64, error) {
+	f, err := s.lastFrame(ctx, at)
 	if err != nil || f.streamSeq == 0 {
 		return 0, err
 	}
@@ -248,11 +253,12 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 		return nil, err
 	}
 	defer cancel()
+	at := s.locate(log)
 	if s.direct && limit > 0 && limit <= maxLiteral {
 		// A page: its records' subjects are known, and a get of literal
 		// subjects costs the server one index lookup each, where a
 		// wildcard filter costs it every subject of the log.
-		recs, ok, err := s.readLiteral(ctx, log, after, limit, maxBytes)
+		recs, ok, err := s.readLiteral(ctx, at, after, limit, maxBytes)
 		if err != nil {
 			return nil, s.fail(err)
 		}
@@ -262,7 +268,7 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 	}
 	start := uint64(1)
 	if after > 0 {
-		m, err := s.getLast(ctx, s.logShardOf(log), s.logSubject(log, after+1))
+		m, err := s.getLast(ctx, at.sh, at.subject(after+1))
 		switch {
 		case err == nil:
 			start = m.seq
@@ -270,7 +276,7 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 			return nil, s.fail(err)
 		default:
 			// after+1 is inside a frame, or past the end.
-			f, err := s.lastFrame(ctx, log)
+			f, err := s.lastFrame(ctx, at)
 			if err != nil {
 				return nil, s.fail(err)
 			}
@@ -302,11 +308,11 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 		return true
 	}
 	if s.direct {
-		err = s.scan(ctx, s.logShardOf(log).name, s.logFilter(log), start, each)
+		err = s.scan(ctx, at.sh.name, at.filter(), start, each)
 	} else {
 		for seq := start; ; {
 			var m *jetstream.RawStreamMsg
-			m, err = s.logShardOf(log).stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(s.logFilter(log)))
+			m, err = at.sh.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(at.filter()))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				err = nil
 				break
@@ -333,14 +339,11 @@ func (s *Store) Last(ctx context.Context, log string) (uint64, error) {
 		return 0, err
 	}
 	defer cancel()
-	f, err := s.lastFrame(ctx, log)
+	last, err := s.lastSeq(ctx, s.locate(log))
 	if err != nil {
 		return 0, s.fail(err)
 	}
-	if f.streamSeq == 0 {
-		return 0, nil
-	}
-	return f.last(), nil
+	return last, nil
 }
 
 func (s *Store) DeleteLog(ctx context.Context, log string) error {
@@ -350,7 +353,8 @@ func (s *Store) DeleteLog(ctx context.Context, log string) error {
 	}
 	defer cancel()
 	s.tails.forget(log)
-	if err := s.logShardOf(log).stream.Purge(ctx, jetstream.WithPurgeSubject(s.logFilter(log))); err != nil {
+	at := s.locate(log)
+	if err := at.sh.stream.Purge(ctx, jetstream.WithPurgeSubject(at.filter())); err != nil {
 		return s.fail(err)
 	}
 	return nil
@@ -467,10 +471,10 @@ const maxLiteral = 1000
 // direct get of the subjects "<…name>.<after+1>" … "<…name>.<after+limit>".
 // ok is false when record after+1 has no message of its own (it is inside
 // a multi-record frame, or past the end): the caller then reads by filter.
-func (s *Store) readLiteral(ctx context.Context, log string, after uint64, limit, maxBytes int) ([]durable.Record, bool, error) {
+func (s *Store) readLiteral(ctx context.Context, at logAt, after uint64, limit, maxBytes int) ([]durable.Record, bool, error) {
 	subjects := make([]string, limit)
 	for i := range subjects {
-		subjects[i] = s.logSubject(log, after+1+uint64(i))
+		subjects[i] = at.subject(after + 1 + uint64(i))
 	}
 	req, _ := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`
@@ -482,7 +486,7 @@ func (s *Store) readLiteral(ctx context.Context, log string, after uint64, limit
 		return nil, false, err
 	}
 	defer sub.Unsubscribe()
-	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.logShardOf(log).name, inbox, req); err != nil {
+	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+at.sh.name, inbox, req); err != nil {
 		return nil, false, err
 	}
 	var out []durable.Record
