@@ -94,7 +94,7 @@ func (s *Service) writeExpiries(ctx context.Context) {
 			ms = max(ms, e.ms)
 		}
 		b, _ := json.Marshal(v)
-		_, err := s.st.Create(ctx, prefixExpiry+expiryStamp(ms)+"-"+batchMark+newUUID(), b)
+		_, err := s.st.Create(ctx, expiryKey(ms, batchMark+newUUID()), b)
 		for _, e := range batch {
 			e.err = err
 			close(e.done)

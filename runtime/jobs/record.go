@@ -59,10 +59,8 @@ func cancelKey(id string) string { return prefixCancel + id }
 // expiryKey sorts by expiry: 13 digits of unix milliseconds, then the id
 // (or a batch's, expiry.go).
 func expiryKey(ms int64, id string) string {
-	return prefixExpiry + expiryStamp(ms) + "-" + id
+	return prefixExpiry + fmt.Sprintf("%013d", max(ms, 0)) + "-" + id
 }
-
-func expiryStamp(ms int64) string { return fmt.Sprintf("%013d", max(ms, 0)) }
 
 // expiryOf parses an expiry key: its time and job id.
 func expiryOf(key string) (int64, string, bool) {
