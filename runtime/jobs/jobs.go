@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -694,7 +695,10 @@ func (s *Service) Submit(ctx context.Context, p *runtime.Principal, key string, 
 		return Info{}, protocol.Wrap(protocol.CodeInvalidJob, err)
 	}
 	kh := keyHash(p.Subject, key)
-	stripe := &s.submitMu[kh[0]%64]
+	// The stripe is the hash's first byte (two hex digits: one digit
+	// alone would use only 16 of the 64 stripes).
+	first, _ := strconv.ParseUint(kh[:2], 16, 8)
+	stripe := &s.submitMu[first%uint64(len(s.submitMu))]
 	stripe.Lock()
 	defer stripe.Unlock()
 
