@@ -1180,3 +1180,47 @@ func TestRunningUpdatedAt(t *testing.T) {
 		t.Errorf("cancelled: updatedAt %v before run.started %v", done.UpdatedAt, started)
 	}
 }
+
+// failFirstEvent is a store that refuses the first append to any job's
+// event log (a store error: the disk is full for a moment).
+type failFirstEvent struct {
+	*durable.Memory
+	failed atomic.Bool
+}
+
+func (f *failFirstEvent) Append(ctx context.Context, log string, expectLast uint64, recs ...[]byte) (uint64, error) {
+	if strings.HasPrefix(log, prefixEvents) && f.failed.CompareAndSwap(false, true) {
+		return 0, errors.New("no space left on device")
+	}
+	return f.Memory.Append(ctx, log, expectLast, recs...)
+}
+
+// A job whose run.started cannot be committed never began (that append
+// is its queued → running transition), so it is not interrupted with an
+// uncertain outcome: it fails as a dispatch check does (§2.3), with a
+// synthetic run.started and run.failed carrying the store's retryable
+// JOB_STORE_ERROR, cursor 2 (a terminal job's cursor is at least 2), and
+// its provider is never called.
+func TestRunStartedAppendFails(t *testing.T) {
+	h := newHarness(t)
+	alice := h.user("a1", "alice", "submit", "read")
+	o := h.options()
+	o.Store = &failFirstEvent{Memory: h.store}
+	s := h.open(o)
+	s.Start()
+	j, err := s.Submit(context.Background(), alice, "k", req("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := wait(t, s, alice, j.ID, terminal)
+	evs := allEvents(t, s, alice, j.ID)
+	if info.State != StateFailed || info.Cursor != 2 || types(evs) != "run.started,run.failed" {
+		t.Fatalf("run.started refused: %+v %s", info, types(evs))
+	}
+	if e := evs[1]["error"].(map[string]any); e["code"] != "JOB_STORE_ERROR" || e["retryable"] != true {
+		t.Fatalf("terminal event: %v", evs[1])
+	}
+	if n := len(h.prov.started); n != 0 {
+		t.Fatalf("the provider was called %d times for a job that never started", n)
+	}
+}
