@@ -63,7 +63,7 @@ import (
 // per 16 runs, ~100 µs of CPU each, mostly the goroutine wake-ups and
 // system calls of a loopback round trip on both ends — are nearly all of
 // the cost; at eight, recording four spans a run adds its share. A
-// receiver in another process made it worse (0.84-0.87: cross-process
+// receiver in another process made it worse (0.84-0.85: cross-process
 // wake-ups), and a RoundTripper that writes and reads on the exporting
 // goroutine (no transport goroutines) read 0.90-0.96 and 0.89-0.90, within
 // the noise, so net/http's transport stays. The target sits at the edge.
