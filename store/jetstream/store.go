@@ -56,7 +56,7 @@ type Store struct {
 	js      jetstream.JetStream
 	kvs     []kvShard // kv.go: a key's shard is kvShardOf
 	leases  jetstream.KeyValue
-	logs    []logShard // logs.go: locate picks a log's
+	logs    []logShard // logs.go: a log lives in the one locate picks
 	direct  bool       // batch direct gets may serve Read and List
 	log     *slog.Logger
 	closed  atomic.Bool
