@@ -141,6 +141,17 @@ func (h *harness) open(o Options) *Service {
 	return s
 }
 
+// runToEnd submits r under key, waits until the job is terminal and
+// returns its JobInfo and every event.
+func runToEnd(t *testing.T, s *Service, p *runtime.Principal, key string, r *protocol.RunRequest) (Info, []map[string]any) {
+	t.Helper()
+	j, err := s.Submit(context.Background(), p, key, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wait(t, s, p, j.ID, terminal), allEvents(t, s, p, j.ID)
+}
+
 // maintainAt sets the harness clock to ms (Unix milliseconds) and runs
 // s's retention pass at once, as its next maintenance tick would.
 func (h *harness) maintainAt(s *Service, ms int64) {
@@ -609,12 +620,7 @@ func TestCapacity(t *testing.T) {
 	}
 	// An event log past maxJobBytes interrupts the job.
 	s2.Start()
-	j, err := s2.Submit(context.Background(), alice, "bigout", req("big"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := wait(t, s2, alice, j.ID, terminal)
-	evs := allEvents(t, s2, alice, j.ID)
+	info, evs := runToEnd(t, s2, alice, "bigout", req("big"))
 	if info.State != StateInterrupted || evs[len(evs)-1]["error"].(map[string]any)["code"] != "JOB_INTERRUPTED" {
 		t.Fatalf("over maxJobBytes: %+v %s", info, types(evs))
 	}
@@ -1208,12 +1214,7 @@ func TestRunStartedAppendFails(t *testing.T) {
 	o.Store = &failFirstEvent{Memory: h.store}
 	s := h.open(o)
 	s.Start()
-	j, err := s.Submit(context.Background(), alice, "k", req("hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := wait(t, s, alice, j.ID, terminal)
-	evs := allEvents(t, s, alice, j.ID)
+	info, evs := runToEnd(t, s, alice, "k", req("hello"))
 	if info.State != StateFailed || info.Cursor != 2 || types(evs) != "run.started,run.failed" {
 		t.Fatalf("run.started refused: %+v %s", info, types(evs))
 	}
