@@ -139,8 +139,7 @@ func testSpanQueue(t *testing.T) (*spanQueue, *countingSpans, *spanRecorder) {
 // and exactly 128 records (wire-extensions §11.2 defaults); the next span
 // is dropped and counted, and what was queued is exported whole.
 func TestSpanQueueBounds(t *testing.T) {
-	newQueue := func() (*spanQueue, *countingSpans, *spanRecorder) { return testSpanQueue(t) }
-	q, exp, r := newQueue()
+	q, exp, r := testSpanQueue(t)
 	const size = telQueueBytes / 100 // 100 spans fill the byte bound
 	for range 100 {
 		paddedSpan(t, r, size)
@@ -156,7 +155,7 @@ func TestSpanQueueBounds(t *testing.T) {
 		t.Fatalf("flush: %v, exported %d, %d bytes left", err, exp.n, q.bytes)
 	}
 
-	q, exp, r = newQueue()
+	q, exp, r = testSpanQueue(t)
 	for range telQueueRecords {
 		paddedSpan(t, r, 200)
 	}
