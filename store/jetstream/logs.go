@@ -53,12 +53,14 @@ type logShard struct {
 	writes atomic.Uint64
 }
 
-// logAt is a log located: its shard, and its subjects' stem
+// logAt is a log located: its shard, its subjects' stem
 // "<root>.<encoded name>" (a record's subject is the stem and its
-// sequence). An operation locates its log once.
+// sequence) and the filter of all of them. An operation locates its log
+// once.
 type logAt struct {
-	sh   *logShard
-	stem string
+	sh     *logShard
+	stem   string
+	filter string
 }
 
 // locate finds a log's shard, FNV-1a of its name, the same on every host.
@@ -66,12 +68,11 @@ func (s *Store) locate(log string) logAt {
 	h := fnv.New32a()
 	h.Write([]byte(log))
 	sh := &s.logs[h.Sum32()%uint32(len(s.logs))]
-	return logAt{sh: sh, stem: sh.root + "." + encodeKey(log)}
+	stem := sh.root + "." + encodeKey(log)
+	return logAt{sh: sh, stem: stem, filter: stem + ".*"}
 }
 
 func (l logAt) subject(seq uint64) string { return l.stem + "." + strconv.FormatUint(seq, 10) }
-
-func (l logAt) filter() string { return l.stem + ".*" }
 
 // frame is one stored message of a log.
 type frame struct {
@@ -113,7 +114,7 @@ func parseFrame(m rawMsg) (frame, error) {
 // lastFrame returns the log's last message, or a zero frame (streamSeq 0)
 // for an empty log.
 func (s *Store) lastFrame(ctx context.Context, at logAt) (frame, error) {
-	m, err := s.getLast(ctx, at.sh, at.filter())
+	m, err := s.getLast(ctx, at.sh, at.filter)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return frame{}, nil
 	}
@@ -177,7 +178,7 @@ func (s *Store) Append(ctx context.Context, log string, expectLast uint64, recs 
 			}
 			tail = f.streamSeq
 		}
-		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(tail, at.filter()))
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(tail, at.filter))
 		if err == nil {
 			s.writes.logMsgs.Add(1)
 			at.sh.writes.Add(1)
@@ -308,11 +309,11 @@ func (s *Store) Read(ctx context.Context, log string, after uint64, limit, maxBy
 		return true
 	}
 	if s.direct {
-		err = s.scan(ctx, at.sh.name, at.filter(), start, each)
+		err = s.scan(ctx, at.sh.name, at.filter, start, each)
 	} else {
 		for seq := start; ; {
 			var m *jetstream.RawStreamMsg
-			m, err = at.sh.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(at.filter()))
+			m, err = at.sh.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(at.filter))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				err = nil
 				break
@@ -354,7 +355,7 @@ func (s *Store) DeleteLog(ctx context.Context, log string) error {
 	defer cancel()
 	s.tails.forget(log)
 	at := s.locate(log)
-	if err := at.sh.stream.Purge(ctx, jetstream.WithPurgeSubject(at.filter())); err != nil {
+	if err := at.sh.stream.Purge(ctx, jetstream.WithPurgeSubject(at.filter)); err != nil {
 		return s.fail(err)
 	}
 	return nil
