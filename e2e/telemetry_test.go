@@ -74,16 +74,19 @@ func (rc *otlpReceiver) raw() []byte {
 
 // TestTelemetryRedaction: the conformance scenarios (text, structured,
 // tools, a tool call with marked arguments, a private provider error, a
-// cancellation, an echoed prompt), in JSON and SSE, exported over
-// OTLP/HTTP protobuf at level progress to a capturing receiver: the spans
-// and metrics of §11.2 arrive, a valid traceparent is their remote
-// parent, and the raw exported bytes hold none of the prompts, answers,
-// tool arguments or results, markers, the subject, the model or the token.
+// cancellation, an echoed prompt, an attachment, a run that waits in the
+// admission queue), in JSON and SSE, exported over OTLP/HTTP protobuf at
+// level progress to a capturing receiver: the spans and metrics of §11.2
+// arrive, a valid traceparent is their remote parent, and the raw
+// exported bytes hold none of the prompts, answers, tool arguments or
+// results, attached text, markers, the subject, the model or the token.
 func TestTelemetryRedaction(t *testing.T) {
 	t.Parallel()
 	rc := newOTLPReceiver(t)
 	s := newSite(t)
-	appendSiteConfig(t, s, fmt.Sprintf("[diagnostics]\notlp_endpoint = %q\nlevel = \"progress\"\nexport_interval_ms = 1000\n", rc.URL))
+	appendSiteConfig(t, s, fmt.Sprintf("[diagnostics]\notlp_endpoint = %q\nlevel = \"progress\"\nexport_interval_ms = 1000\n", rc.URL)+
+		"[limits]\nqueue_total = 4\nqueue_per_subject = 4\n[limits.subjects]\nqueuer = 1\n")
+	queuer := addSiteToken(t, s, "queuer", "queuer", []string{fixtureProvider}, nil)
 	srv := startServer(t, s)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	hc := &http.Client{Transport: headerTransport{
@@ -113,12 +116,29 @@ func TestTelemetryRedaction(t *testing.T) {
 		}},
 		{"private error", func(m string) error { return runMode(t, c, m, runRequest("conformance:private-error")) }},
 		{"echo", func(m string) error { return runMode(t, c, m, runRequest(prompt)) }},
+		{"attachment", func(m string) error {
+			req := runRequest("conformance:text")
+			req.Attachments = json.RawMessage(`[{"type":"text","source":{"id":"notes","revision":"1"},"mediaType":"text/plain","text":"attachment-marker words"}]`)
+			return runMode(t, c, m, req)
+		}},
 	}
 	for _, sc := range scenarios {
 		for _, m := range []string{"json", "sse"} {
 			_ = sc.run(m) // failures are scenarios too; only what is exported matters
 		}
 	}
+	// A run that waits for admission behind another of its subject's
+	// (queuer: one at a time), the only run that waits.
+	qc, err := client.New(srv.URL, client.WithToken(queuer), client.WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := streamQueued(t, qc, "queuer", nil)
+	holder.waitRunning(t)
+	waiting := streamQueued(t, qc, "queuer", nil)
+	holder.stop()
+	waiting.waitRunning(t)
+	waiting.stop()
 	cancelOnFirstProgress(t, c, runRequest("conformance:cancel"))
 	// SIGTERM: the host flushes what is queued before it exits.
 	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
@@ -130,7 +150,7 @@ func TestTelemetryRedaction(t *testing.T) {
 	}
 	for _, marker := range []string{
 		"conformance:", "Hello", "fixture-model", "dev-user", s.token, secretMarker, "argument-marker", "receipt",
-		"echo-prompt-marker", `{"ok"`, "upstream", "/v1/runs", "tracestate-marker", "baggage-marker",
+		"echo-prompt-marker", `{"ok"`, "upstream", "/v1/runs", "tracestate-marker", "baggage-marker", "attachment-marker", "notes", "queuer",
 	} {
 		if bytes.Contains(raw, []byte(marker)) {
 			t.Errorf("exported bytes contain %q", marker)
@@ -172,10 +192,13 @@ func TestTelemetryRedaction(t *testing.T) {
 			}
 		}
 	}
-	for _, n := range []string{"agenticdriver.run", "agenticdriver.host", "agenticdriver.queue", "agenticdriver.provider", "agenticdriver.tool"} {
+	for _, n := range []string{"agenticdriver.run", "agenticdriver.host", "agenticdriver.queue", "agenticdriver.context", "agenticdriver.provider", "agenticdriver.tool"} {
 		if names[n] == 0 {
 			t.Errorf("no %s span (got %v)", n, names)
 		}
+	}
+	if names["agenticdriver.queue"] != 1 {
+		t.Errorf("%d queue spans, want 1: the one run that waited for admission", names["agenticdriver.queue"])
 	}
 	if parented == 0 {
 		t.Error("no span has the request's traceparent as its parent")

@@ -312,9 +312,9 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 	}
 }
 
-// runLog returns the EventLog that turns a run's events into its spans:
-// agenticdriver.run, and at level steps its queue, provider and tool
-// children. A run that is not traced (sampled out, or past the bound on
+// runLog returns the EventLog that turns a run's events and stages
+// (runtime.StageLog) into its spans: agenticdriver.run, and at level
+// steps its queue, context, provider and tool children. A run that is not traced (sampled out, or past the bound on
 // traced runs) still has its progress counted at level progress: metrics
 // are not sampled. Nil when there is nothing to record.
 func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLog {
@@ -402,11 +402,11 @@ type runtimeRequest struct{ provider, model string }
 // runs under the run's lock: it only starts and ends spans, which queue
 // without blocking.
 type runTrace struct {
-	t                 *Telemetry
-	run               *span
-	op                string // the operation kind: run or job
-	queue, step, tool *span
-	spans, dropped    int
+	t              *Telemetry
+	run            *span
+	op             string // the operation kind: run or job
+	step, tool     *span  // the open provider and tool spans
+	spans, dropped int
 	// progress counts the run's progress records by phase (progressPhases)
 	// for the agenticdriver.progress counter, added at the run's end; now
 	// is the phase the run is in.
@@ -434,7 +434,9 @@ const (
 	phaseContext
 )
 
-func (rt *runTrace) child(name string, kind tracepb.Span_SpanKind) *span {
+// child starts a child span of the run at at (level steps; nil past the
+// bound on spans per run, counted in dropped_spans).
+func (rt *runTrace) child(name string, kind tracepb.Span_SpanKind, at time.Time) *span {
 	if rt.t.level < levelSteps || rt.run == nil {
 		return nil
 	}
@@ -443,14 +445,42 @@ func (rt *runTrace) child(name string, kind tracepb.Span_SpanKind) *span {
 		return nil
 	}
 	rt.spans++
-	return rt.t.rec.start(rt.run.context(), name, kind, time.Now())
+	return rt.t.rec.start(rt.run.context(), name, kind, at)
 }
 
-// endSpan ends *s now, if it is open.
-func (rt *runTrace) endSpan(s **span) {
+// endSpan ends *s now, if it is open, with status OK when ok: a step or
+// tool that the run went on from is OK, one the run ended in is OK only
+// when the run completed.
+func (rt *runTrace) endSpan(s **span, ok bool) {
 	if *s != nil {
+		(*s).setOK(ok)
 		rt.t.rec.end(*s, time.Now())
 		*s = nil
+	}
+}
+
+// Stage records a run's stages (runtime.StageLog) as its
+// agenticdriver.queue and agenticdriver.context spans, at level steps:
+// what the run spent waiting for admission, and resolving its selected
+// context. A run admitted at once has no queue span and a run without
+// context no context span, as a run that calls no tool has no tool span
+// (§11.2 lists queue, provider, tool and context spans without saying
+// whether an empty stage has one: a zero-length span of every unqueued
+// run would say nothing an operator can use, and cost a fifth of a
+// fixture run's spans). The status is OK unless the stage ended the run.
+func (rt *runTrace) Stage(st runtime.Stage, start, end time.Time, ok bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.ended {
+		return
+	}
+	name := "agenticdriver.queue"
+	if st == runtime.StageContext {
+		name = "agenticdriver.context"
+	}
+	if sp := rt.child(name, tracepb.Span_SPAN_KIND_INTERNAL, start); sp != nil {
+		sp.setOK(ok)
+		rt.t.rec.end(sp, end)
 	}
 }
 
@@ -465,34 +495,34 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		if isUUID(ev.RunID) {
 			rt.run.setStr(attrRunID, ev.RunID)
 		}
-		rt.queue = rt.child("agenticdriver.queue", tracepb.Span_SPAN_KIND_INTERNAL)
-		rt.now = phaseContext // admitted, no step yet: context resolution
+		// Admitted (or queued: Stage reports the wait), no step yet:
+		// context resolution.
+		rt.now = phaseContext
 	case runtime.EventStepStarted:
 		rt.now = phaseModel
-		rt.endSpan(&rt.queue)
-		rt.endSpan(&rt.step)
-		rt.step = rt.child("agenticdriver.provider", tracepb.Span_SPAN_KIND_CLIENT)
+		rt.endSpan(&rt.step, true)
+		rt.step = rt.child("agenticdriver.provider", tracepb.Span_SPAN_KIND_CLIENT, time.Now())
 	case runtime.EventUsageReported:
-		rt.endSpan(&rt.step)
+		rt.endSpan(&rt.step, true)
 	case runtime.EventToolCalled:
-		rt.endSpan(&rt.step)
-		rt.endSpan(&rt.tool)
-		rt.tool = rt.child("agenticdriver.tool", tracepb.Span_SPAN_KIND_INTERNAL)
+		rt.endSpan(&rt.step, true)
+		rt.endSpan(&rt.tool, true)
+		rt.tool = rt.child("agenticdriver.tool", tracepb.Span_SPAN_KIND_INTERNAL, time.Now())
 		rt.now = phaseTool
 		if rt.tool != nil && rt.t.names {
 			rt.tool.setStr(attrName, toolNameOf(ev.Data))
 		}
 	case runtime.EventToolCompleted:
-		rt.endSpan(&rt.tool)
+		rt.endSpan(&rt.tool, true)
 		rt.now = phaseModel
 	case runtime.EventRunProgress:
 		if rt.t.level >= levelProgress {
 			rt.progress[rt.now]++
 		}
 	case runtime.EventRunCompleted, runtime.EventRunFailed, runtime.EventRunCancelled:
-		rt.endSpan(&rt.queue)
-		rt.endSpan(&rt.step)
-		rt.endSpan(&rt.tool)
+		completed := ev.Type == runtime.EventRunCompleted
+		rt.endSpan(&rt.step, completed)
+		rt.endSpan(&rt.tool, completed)
 		outcome := "cancelled"
 		switch ev.Type {
 		case runtime.EventRunCompleted:
@@ -502,7 +532,7 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 		}
 		rt.run.setStr(attrOutcome, outcome)
 		rt.run.setInt(attrDroppedSpans, int64(rt.dropped))
-		rt.run.setOK(ev.Type == runtime.EventRunCompleted)
+		rt.run.setOK(completed)
 		// agenticdriver.progress has the dimensions kind, outcome and phase
 		// (wire-extensions §11.2): a progress record's outcome is its
 		// run's, known only now, so the run's records are counted at its

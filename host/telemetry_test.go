@@ -547,3 +547,91 @@ func TestOperationsMetric(t *testing.T) {
 	tel.hostRecord(r, kindRun, outcomeCompleted, time.Now(), time.Millisecond)
 	check(map[string]int64{"run/completed/total": 3, "job/rejected/total": 1}) // cumulative
 }
+
+// TestRunTraceStages: at level steps a run's spans follow its events and
+// stages. A run admitted at once, without context, has no queue or
+// context span; a queued run with context has both, with the stages'
+// times; a run cancelled in the queue has an ERROR queue span. Every
+// child is the run span's child in its trace, OK when the run went on
+// from it or completed, ERROR when the run failed or was cancelled in
+// it.
+func TestRunTraceStages(t *testing.T) {
+	tel, err := NewTelemetry(&config.Diagnostics{OTLPEndpoint: "http://127.0.0.1:9", Level: "steps", ExportIntervalMs: 60000}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	t0 := time.Now()
+	t1, t2 := t0.Add(3*time.Millisecond), t0.Add(5*time.Millisecond)
+	type step struct {
+		ev    string        // an event type, or "" for a stage
+		stage runtime.Stage // with ok and the times t0-t1 (queue), t1-t2 (context)
+		ok    bool
+	}
+	// run replays steps into a new run's trace and returns the spans it
+	// queued, by name (status OK: true), checking their parentage.
+	run := func(steps []step) map[string][]bool {
+		t.Helper()
+		before := len(tel.spans.q)
+		l := tel.startRun(context.Background(), "", "run", &runtimeRequest{})
+		for _, s := range steps {
+			if s.ev != "" {
+				_ = l.Append(context.Background(), runtime.Event{Type: s.ev})
+				continue
+			}
+			start, end := t0, t1
+			if s.stage == runtime.StageContext {
+				start, end = t1, t2
+			}
+			l.(runtime.StageLog).Stage(s.stage, start, end, s.ok)
+		}
+		got := map[string][]bool{}
+		spans := tel.spans.q[before:]
+		root := spans[len(spans)-1]
+		if root.name != "agenticdriver.run" {
+			t.Fatalf("last span %s, want the run's", root.name)
+		}
+		for _, s := range spans {
+			got[s.name] = append(got[s.name], s.ok)
+			if s.name == "agenticdriver.run" {
+				continue
+			}
+			if s.traceID != root.traceID || s.parentID != root.spanID {
+				t.Errorf("%s is not a child of the run span", s.name)
+			}
+			switch s.name {
+			case "agenticdriver.queue":
+				if s.start != t0.UnixNano() || s.end != t1.UnixNano() {
+					t.Errorf("queue span %d-%d, want the wait's %d-%d", s.start, s.end, t0.UnixNano(), t1.UnixNano())
+				}
+			case "agenticdriver.context":
+				if s.start != t1.UnixNano() || s.end != t2.UnixNano() {
+					t.Errorf("context span %d-%d, want the resolution's %d-%d", s.start, s.end, t1.UnixNano(), t2.UnixNano())
+				}
+			}
+		}
+		return got
+	}
+	check := func(what string, got, want map[string][]bool) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: spans (name: status OK) %v, want %v", what, got, want)
+		}
+	}
+
+	check("admitted at once, a tool call", run([]step{
+		{ev: runtime.EventRunStarted}, {ev: runtime.EventStepStarted}, {ev: runtime.EventUsageReported},
+		{ev: runtime.EventToolCalled}, {ev: runtime.EventToolCompleted},
+		{ev: runtime.EventStepStarted}, {ev: runtime.EventUsageReported}, {ev: runtime.EventRunCompleted},
+	}), map[string][]bool{"agenticdriver.provider": {true, true}, "agenticdriver.tool": {true}, "agenticdriver.run": {true}})
+	check("queued, with context, failed in its step", run([]step{
+		{ev: runtime.EventRunStarted}, {stage: runtime.StageQueue, ok: true}, {stage: runtime.StageContext, ok: true},
+		{ev: runtime.EventStepStarted}, {ev: runtime.EventRunFailed},
+	}), map[string][]bool{"agenticdriver.queue": {true}, "agenticdriver.context": {true}, "agenticdriver.provider": {false}, "agenticdriver.run": {false}})
+	check("cancelled in the queue", run([]step{
+		{ev: runtime.EventRunStarted}, {stage: runtime.StageQueue, ok: false}, {ev: runtime.EventRunCancelled},
+	}), map[string][]bool{"agenticdriver.queue": {false}, "agenticdriver.run": {false}})
+	check("context that failed", run([]step{
+		{ev: runtime.EventRunStarted}, {stage: runtime.StageContext, ok: false}, {ev: runtime.EventRunFailed},
+	}), map[string][]bool{"agenticdriver.context": {false}, "agenticdriver.run": {false}})
+}

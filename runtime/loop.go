@@ -27,8 +27,10 @@ func (r *Run) loop() (*protocol.RunResult, error) {
 		// before the first step (wire-context §4), retrieval's search
 		// first; the augmented user turn stays in msgs, so its files are
 		// re-sent on every step.
+		began := time.Now()
 		set, err := rc.Assemble(r.ctx, ContextExec{RunID: r.id, Subject: r.subject, Principal: r.principal,
 			Touch: r.touch, Progress: r.contextProgress()})
+		r.stage(StageContext, began, err == nil)
 		if err != nil {
 			return nil, err
 		}

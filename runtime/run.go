@@ -257,8 +257,11 @@ func (r *Run) awaitAdmission() error {
 	select {
 	case <-r.slot.Admitted():
 	case <-r.ctx.Done():
+		r.stage(StageQueue, r.startedAt, false)
 		return context.Cause(r.ctx)
 	}
+	// The wait began with the run (its run.started, committed in Start).
+	r.stage(StageQueue, r.startedAt, true)
 	rs, err := admittedReservations(r.slot, r.plan)
 	if err != nil {
 		return err

@@ -473,6 +473,51 @@ func (t teeLog) Append(ctx context.Context, ev Event) error {
 	return nil
 }
 
+// Stage tells each log of t that is a StageLog.
+func (t teeLog) Stage(s Stage, start, end time.Time, ok bool) {
+	for _, l := range t {
+		if sl, isStage := l.(StageLog); isStage {
+			sl.Stage(s, start, end, ok)
+		}
+	}
+}
+
+// Stage is a part of a run before its first step that no event of the
+// wire marks: its wait for admission, its selected context's resolution.
+type Stage uint8
+
+const (
+	// StageQueue is a queued run's wait for admission, from its
+	// run.started until it was admitted (or stopped waiting). A run
+	// admitted at once has none.
+	StageQueue Stage = iota + 1
+	// StageContext is the resolution of a run's selected context
+	// (attachments, references, retrieval: wire-context §4), after
+	// admission and before the first step.started. A run without
+	// context has none.
+	StageContext
+)
+
+// StageLog is an EventLog that is also told of a run's Stages, each once
+// and when it is over, on the run's goroutine, before the events that
+// follow it — telemetry's, whose queue and context spans (wire-extensions
+// §11.2) are these stages. Other logs (a job's, a stream's) never see
+// them: they are not events, and nothing of them is persisted or sent.
+type StageLog interface {
+	EventLog
+	// Stage reports that stage s lasted from start to end; ok is false
+	// when it ended the run instead (a cancelled wait, a context that
+	// failed to resolve).
+	Stage(s Stage, start, end time.Time, ok bool)
+}
+
+// stage reports a Stage to r's log, when it is a StageLog.
+func (r *Run) stage(s Stage, start time.Time, ok bool) {
+	if sl, isStage := r.log.(StageLog); isStage {
+		sl.Stage(s, start, time.Now(), ok)
+	}
+}
+
 // Native returns the continuation state the adapter returned with the
 // run's last completed step (nil when it returned none). It is private to
 // the host: never put it in an event, a result or a log line. Valid once

@@ -2,12 +2,18 @@ package scheduling
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"adhost/abi"
 	"adhost/runtime"
+	"adhost/runtime/attachments"
 	"adhost/runtime/protocol"
 )
 
@@ -129,5 +135,107 @@ func TestEngineQueuesOnCapacity(t *testing.T) {
 	<-waiting.Done()
 	if prov.inUse() != 0 || e.Running() != 0 {
 		t.Fatalf("after both runs: units %d, running %d", prov.inUse(), e.Running())
+	}
+}
+
+// stageLog records, in order, the event types and the stages
+// (runtime.StageLog) a run's log is told of.
+type stageLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *stageLog) Append(_ context.Context, ev runtime.Event) error {
+	l.mu.Lock()
+	l.got = append(l.got, ev.Type)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *stageLog) Stage(s runtime.Stage, start, end time.Time, ok bool) {
+	name := map[runtime.Stage]string{runtime.StageQueue: "queue", runtime.StageContext: "context"}[s]
+	if end.Before(start) {
+		name += " (ends before it starts)"
+	}
+	l.mu.Lock()
+	l.got = append(l.got, fmt.Sprintf("%s ok=%v", name, ok))
+	l.mu.Unlock()
+}
+
+func (l *stageLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.got, " ")
+}
+
+// TestEngineStages: the engine tells a StageLog of a run's queue and
+// context stages, each once, when over, between run.started and the first
+// step.started: a run admitted at once has no queue stage and a run
+// without context no context stage; a run cancelled in the queue has an
+// unsuccessful one. The stages reach the log through the join with the
+// run's other logs.
+func TestEngineStages(t *testing.T) {
+	prov := &capProvider{fakeCap: &fakeCap{n: 1}, started: make(chan string, 8)}
+	inst := &runtime.ProviderInstance{
+		ID: "p", Name: "P", Vendor: "fake", AuthMode: "none", AccountID: "acct",
+		Capabilities: map[string]bool{"textStreaming": true},
+		UsageSource:  "adapter-report", Provider: prov,
+	}
+	e, err := runtime.New(runtime.Options{
+		Providers: []*runtime.ProviderInstance{inst}, Scheduler: New(), Context: attachments.New(attachments.Options{}),
+		MaxConcurrent: 4, MaxPerSubject: 4, QueueTotal: 4, QueueSubject: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	p := &runtime.Principal{Subject: "a", Providers: map[string]bool{"p": true}}
+	start := func(input string, withContext bool) (*runtime.Run, *stageLog) {
+		t.Helper()
+		req := &protocol.RunRequest{Provider: "p", Model: "m", Input: input}
+		if withContext {
+			req.Attachments = json.RawMessage(`[{"type":"text","source":{"id":"note","revision":"1"},"mediaType":"text/plain","text":"hello"}]`)
+		}
+		l := &stageLog{}
+		// Joined with another log, as telemetry's is with a job's.
+		r, err := e.StartWith(t.Context(), p, req, runtime.ModeJSON, runtime.StartOptions{Queue: true, Log: runtime.JoinLogs(&stageLog{}, l)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, l
+	}
+	holder, holderLog := start("hold", false)
+	if got := <-prov.started; got != "hold" {
+		t.Fatalf("first turn %q", got)
+	}
+	left, leftLog := start("left", false)
+	left.Cancel(nil)
+	<-left.Done()
+	waited, waitedLog := start("next", true)
+	if st := e.Admission(); st.Queued != 1 {
+		t.Fatalf("admission %+v, want 1 waiting", st)
+	}
+	holder.Cancel(nil)
+	<-holder.Done()
+	if _, err := waited.Wait(t.Context()); err != nil {
+		t.Fatalf("the queued run: %v", err)
+	}
+	immediate, immediateLog := start("now", true)
+	if _, err := immediate.Wait(t.Context()); err != nil {
+		t.Fatalf("the run admitted at once: %v", err)
+	}
+	for _, c := range []struct {
+		what string
+		l    *stageLog
+		want string
+	}{
+		{"admitted at once, no context", holderLog, "run.started step.started run.cancelled"},
+		{"cancelled in the queue", leftLog, "run.started queue ok=false run.cancelled"},
+		{"queued, with context", waitedLog, "run.started queue ok=true context ok=true step.started text.delta run.completed"},
+		{"admitted at once, with context", immediateLog, "run.started context ok=true step.started text.delta run.completed"},
+	} {
+		if got := c.l.String(); got != c.want {
+			t.Errorf("%s: %s, want %s", c.what, got, c.want)
+		}
 	}
 }
