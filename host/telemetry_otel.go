@@ -79,16 +79,18 @@ const (
 	telTimeout      = time.Second
 )
 
-// telBatch is the most spans one export request carries: §11.2's maximum
-// (its default is 16). Why the maximum: every request is a protobuf
-// marshal and an HTTP round trip on both ends, whatever it carries, and a
-// fixture run at level steps records four spans — at 16 a busy host sent a
-// request for every four runs, and those requests were most of what
+// telBatch is the most records one export request carries: §11.2's
+// maximum (its default is 16). A record is a host record's span or a run
+// record, the run span with its children (spanQueue). Why the maximum:
+// every request is a protobuf marshal and an HTTP round trip on both
+// ends, whatever it carries — at 16 spans a request a busy host sent one
+// for every four fixture runs, and those requests were most of what
 // telemetry cost (the fixture's JSON runs lost a quarter of their
-// throughput). A batch still goes as soon as it is full, or at the latest
-// a second after its first span (the queue's tick), and the queue's bounds
-// (128 records, 2,000,000 bytes) are the defaults: a full batch leaves as
-// much room again for the spans that end while it is sent.
+// throughput); at 64 records a fixture run's two records go one request
+// in 32 runs. A batch still goes as soon as it is full, or at the latest
+// a second after its first record (the queue's tick), and the queue's
+// bounds (128 records, 2,000,000 bytes) are the defaults: a full batch
+// leaves as much room again for the records that end while it is sent.
 const telBatch = 64
 
 // NewTelemetry starts the exporters of d; nil (off) without an endpoint.
@@ -404,8 +406,9 @@ type runtimeRequest struct{ provider, model string }
 type runTrace struct {
 	t              *Telemetry
 	run            *span
-	op             string // the operation kind: run or job
-	step, tool     *span  // the open provider and tool spans
+	op             string  // the operation kind: run or job
+	step, tool     *span   // the open provider and tool spans
+	kids           *[]span // the ended children, queued with the run span
 	spans, dropped int
 	// progress counts the run's progress records by phase (progressPhases)
 	// for the agenticdriver.progress counter, added at the run's end; now
@@ -454,8 +457,19 @@ func (rt *runTrace) child(name string, kind tracepb.Span_SpanKind, at time.Time)
 func (rt *runTrace) endSpan(s **span, ok bool) {
 	if *s != nil {
 		(*s).setOK(ok)
-		rt.t.rec.end(*s, time.Now())
+		rt.t.rec.endChild(*s, time.Now(), &rt.kids)
 		*s = nil
+	}
+}
+
+// endRun ends the run span now and queues it with its children: the run's
+// record. The trace records nothing more.
+func (rt *runTrace) endRun() {
+	rt.t.rec.endRecord(rt.run, time.Now(), &rt.kids)
+	rt.run = nil
+	rt.ended = true
+	if rt.traced {
+		rt.t.active.Add(-1)
 	}
 }
 
@@ -480,7 +494,7 @@ func (rt *runTrace) Stage(st runtime.Stage, start, end time.Time, ok bool) {
 	}
 	if sp := rt.child(name, tracepb.Span_SPAN_KIND_INTERNAL, start); sp != nil {
 		sp.setOK(ok)
-		rt.t.rec.end(sp, end)
+		rt.t.rec.endChild(sp, end, &rt.kids)
 	}
 }
 
@@ -544,12 +558,7 @@ func (rt *runTrace) Append(_ context.Context, ev runtime.Event) error {
 					attribute.String("kind", rt.op), attribute.String("outcome", outcome), attribute.String("phase", progressPhases[i])))
 			}
 		}
-		rt.t.rec.end(rt.run, time.Now())
-		rt.run = nil
-		rt.ended = true
-		if rt.traced {
-			rt.t.active.Add(-1)
-		}
+		rt.endRun()
 	}
 	return nil
 }
@@ -584,12 +593,7 @@ func (t *Telemetry) abandon(l runtime.EventLog) {
 	}
 	rt.run.setStr(attrOutcome, "rejected")
 	rt.run.setOK(false)
-	rt.t.rec.end(rt.run, time.Now())
-	rt.run = nil
-	rt.ended = true
-	if rt.traced {
-		t.active.Add(-1)
-	}
+	rt.endRun()
 }
 
 // traceRun adds the run's trace to opts when telemetry is on; the returned
@@ -620,7 +624,7 @@ func (t *Telemetry) DroppedSpans() int64 {
 }
 
 var descTelemetryDropped = prometheus.NewDesc("adhost_telemetry_dropped_total",
-	"Telemetry records dropped at a bound of wire-extensions §11.2 (spans: the export queue's 128 records or 2,000,000 bytes); execution never waits on telemetry.",
+	"Telemetry dropped at a bound of wire-extensions §11.2 (signal spans: the spans of the records the export queue dropped at its 128 records or 2,000,000 bytes); execution never waits on telemetry.",
 	[]string{"signal"}, nil)
 
 // collectTelemetry adds the telemetry's own series to a scrape of s's

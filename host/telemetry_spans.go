@@ -185,6 +185,7 @@ type spanRecorder struct {
 	all    bool // rate 1: every trace
 	queue  *spanQueue
 	spares sync.Pool // *span
+	kids   sync.Pool // *[]span: a run record's children (runTrace.kids)
 }
 
 func newSpanRecorder(rate float64, q *spanQueue) *spanRecorder {
@@ -193,6 +194,7 @@ func newSpanRecorder(rate float64, q *spanQueue) *spanRecorder {
 		r.bound = uint64(rate * (1 << 63))
 	}
 	r.spares.New = func() any { return new(span) }
+	r.kids.New = func() any { return new([]span) }
 	return r
 }
 
@@ -220,14 +222,47 @@ func (r *spanRecorder) start(parent trace.SpanContext, name string, kind tracepb
 	return s
 }
 
-// end ends s at at and queues it for export (nil: nothing).
+// end ends s at at and queues it for export as a record of its own (a
+// host record's span; nil: nothing).
 func (r *spanRecorder) end(s *span, at time.Time) {
 	if s == nil {
 		return
 	}
 	s.end = at.UnixNano()
-	r.queue.push(s)
+	r.queue.push(s, nil)
 	r.spares.Put(s)
+}
+
+// endChild ends s at at into *kids, the ended children of its parent's
+// record, queued with the parent when it ends (endRecord). A nil *kids
+// is taken from the recorder's reused slices.
+func (r *spanRecorder) endChild(s *span, at time.Time, kids **[]span) {
+	if *kids == nil {
+		*kids = r.kids.Get().(*[]span)
+	}
+	s.end = at.UnixNano()
+	**kids = append(**kids, *s)
+	r.spares.Put(s)
+}
+
+// endRecord ends s at at and queues it with *kids, its ended children
+// (endChild), as one record, giving *kids back; nil s: nothing but that.
+func (r *spanRecorder) endRecord(s *span, at time.Time, kids **[]span) {
+	var ks []span
+	if *kids != nil {
+		ks = **kids
+	}
+	if s != nil {
+		s.end = at.UnixNano()
+		r.queue.push(s, ks)
+		r.spares.Put(s)
+	}
+	if *kids != nil {
+		clear(ks) // the strings the queue now holds copies of
+		**kids = ks[:0]
+		r.kids.Put(*kids)
+		*kids = nil
+	}
 }
 
 // nonZero is a random 64-bit value other than zero (a zero id is invalid).
@@ -247,25 +282,38 @@ type spanExporter interface {
 	shutdown(ctx context.Context) error
 }
 
-// spanQueue is the export queue: bounded in records and in bytes
-// (wire-extensions §11.2: 128 records and 2,000,000 bytes by default),
-// sent in batches of up to batch spans from one goroutine, every interval
-// or as soon as a batch is full. A span that would pass either bound is
-// dropped — the newest, so what is queued goes out whole and a burst
-// costs the burst's tail, never a wait — and counted (Dropped,
-// adhost_telemetry_dropped_total).
+// spanQueue is the export queue of records: a request's host record (its
+// agenticdriver.host span), or a run record — the agenticdriver.run span
+// with the children level steps adds to it. It is bounded in records and
+// in bytes (wire-extensions §11.2: 128 records and 2,000,000 bytes by
+// default) and sent in batches of up to batch records from one goroutine,
+// every interval or as soon as a batch is full. A record that would pass
+// either bound is dropped whole — the newest, so what is queued goes out
+// whole and a burst costs the burst's tail, never a wait — and its spans
+// counted (Dropped, adhost_telemetry_dropped_total).
+//
+// Records, not spans, are what §11.2 counts: its levels add spans to the
+// run record ("steps adds queue/provider/tool/context spans") and records
+// of their own ("progress adds rate-limited progress records"), and it
+// bounds a run's spans apart ("spans per run 128"). So a run's spans stay
+// together, queued when the run ends and exported in one request — a
+// collector never sees a child before its run — and a burst of 128 runs
+// ending at once fits the queue, whatever their steps. (Read as spans,
+// the same bounds let 32 fixture runs fill the queue, and sent a request
+// every twenty runs instead of every thirty.)
 type spanQueue struct {
 	exp               spanExporter
 	maxRecs, maxBytes int
-	batch             int
+	batch             int // records
 	interval          time.Duration
 
 	mu      sync.Mutex
-	q       []span
+	q       []span // the spans of the queued records, in order
+	recs    []int  // the number of spans of each queued record
+	sizes   []int  // the estimated bytes of each queued record
 	bytes   int
-	sizes   []int // bytes of q[i]
 	closed  bool
-	dropped atomic.Int64
+	dropped atomic.Int64 // spans
 
 	// exportMu serializes exports (the loop's, a flush's); out is the
 	// batch being sent, reused.
@@ -284,19 +332,25 @@ func newSpanQueue(exp spanExporter, maxRecs, maxBytes, batch int, interval time.
 	return q
 }
 
-// push queues a copy of s, or drops it at a bound.
-func (q *spanQueue) push(s *span) {
+// push queues a copy of s and of kids, its children, as one record, or
+// drops them at a bound.
+func (q *spanQueue) push(s *span, kids []span) {
 	n := s.size()
+	for i := range kids {
+		n += kids[i].size()
+	}
 	q.mu.Lock()
-	if q.closed || len(q.q) >= q.maxRecs || q.bytes+n > q.maxBytes {
+	if q.closed || len(q.recs) >= q.maxRecs || q.bytes+n > q.maxBytes {
 		q.mu.Unlock()
-		q.dropped.Add(1)
+		q.dropped.Add(int64(1 + len(kids)))
 		return
 	}
+	q.q = append(q.q, kids...)
 	q.q = append(q.q, *s)
+	q.recs = append(q.recs, 1+len(kids))
 	q.sizes = append(q.sizes, n)
 	q.bytes += n
-	full := len(q.q) >= q.batch
+	full := len(q.recs) >= q.batch
 	q.mu.Unlock()
 	if full {
 		select {
@@ -309,23 +363,27 @@ func (q *spanQueue) push(s *span) {
 // Dropped counts the spans dropped at the queue's bounds.
 func (q *spanQueue) Dropped() int64 { return q.dropped.Load() }
 
-// take moves up to one batch from the head of the queue into out; with
-// full, only a whole batch (nothing while fewer spans are queued).
+// take moves the spans of up to one batch of records from the head of
+// the queue into out; with full, only a whole batch (nothing while fewer
+// records are queued).
 func (q *spanQueue) take(out []span, full bool) []span {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if full && len(q.q) < q.batch {
+	if full && len(q.recs) < q.batch {
 		return out[:0]
 	}
-	n := min(len(q.q), q.batch)
-	out = append(out[:0], q.q[:n]...)
-	for _, b := range q.sizes[:n] {
-		q.bytes -= b
+	k := min(len(q.recs), q.batch)
+	n := 0
+	for i := range k {
+		n += q.recs[i]
+		q.bytes -= q.sizes[i]
 	}
+	out = append(out[:0], q.q[:n]...)
 	rest := copy(q.q, q.q[n:])
 	clear(q.q[rest:]) // drop the strings the moved-out spans held
 	q.q = q.q[:rest]
-	q.sizes = q.sizes[:copy(q.sizes, q.sizes[n:])]
+	q.recs = q.recs[:copy(q.recs, q.recs[k:])]
+	q.sizes = q.sizes[:copy(q.sizes, q.sizes[k:])]
 	return out
 }
 

@@ -95,15 +95,21 @@ func FuzzTraceparent(f *testing.F) {
 // countingSpans is an exporter that counts what it is sent and keeps the
 // last batch.
 type countingSpans struct {
-	mu   sync.Mutex
-	n    int
-	last []span
+	mu    sync.Mutex
+	n     int // spans exported
+	calls int // exports
+	last  []span
+	check func([]span) // if set, sees every batch
 }
 
 func (c *countingSpans) export(_ context.Context, b []span) error {
 	c.mu.Lock()
 	c.n += len(b)
+	c.calls++
 	c.last = append(c.last[:0], b...)
+	if c.check != nil {
+		c.check(b)
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -182,18 +188,7 @@ func TestSpanQueueBatches(t *testing.T) {
 	for range telBatch {
 		r.end(r.start(trace.SpanContext{}, "s", tracepb.Span_SPAN_KIND_INTERNAL, time.Now()), time.Now())
 	}
-	for i := 0; ; i++ {
-		exp.mu.Lock()
-		n := exp.n
-		exp.mu.Unlock()
-		if n == telBatch {
-			break
-		}
-		if i > 1000 {
-			t.Fatalf("a full batch not exported: %d of %d", n, telBatch)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitExported(t, exp, telBatch)
 }
 
 // TestSpanRecords: a span keeps its parent, ids, kind, times, status and
@@ -634,4 +629,90 @@ func TestRunTraceStages(t *testing.T) {
 	check("context that failed", run([]step{
 		{ev: runtime.EventRunStarted}, {stage: runtime.StageContext, ok: false}, {ev: runtime.EventRunFailed},
 	}), map[string][]bool{"agenticdriver.context": {false}, "agenticdriver.run": {false}})
+}
+
+// runRecord ends, through r, a run span with n children as one record.
+func runRecord(r *spanRecorder, n int) {
+	root := r.start(trace.SpanContext{}, "agenticdriver.run", tracepb.Span_SPAN_KIND_INTERNAL, time.Now())
+	var kids *[]span
+	for range n {
+		r.endChild(r.start(root.context(), "agenticdriver.provider", tracepb.Span_SPAN_KIND_CLIENT, time.Now()), time.Now(), &kids)
+	}
+	r.endRecord(root, time.Now(), &kids)
+}
+
+// TestSpanQueueRecords: the queue's bounds and batches count records — a
+// run span with its children is one — not spans: 128 run records of four
+// spans each fit, the next is dropped whole (its four spans counted); a
+// batch is 64 records, and a record's spans are never split between two
+// exports.
+func TestSpanQueueRecords(t *testing.T) {
+	q, exp, r := testSpanQueue(t)
+	for range telQueueRecords {
+		runRecord(r, 3)
+	}
+	if q.Dropped() != 0 || len(q.recs) != telQueueRecords || len(q.q) != 4*telQueueRecords {
+		t.Fatalf("at the record bound: dropped %d, %d records of %d spans queued", q.Dropped(), len(q.recs), len(q.q))
+	}
+	runRecord(r, 3)
+	if q.Dropped() != 4 || len(q.recs) != telQueueRecords {
+		t.Fatalf("one record past the bound: dropped %d spans, %d records queued", q.Dropped(), len(q.recs))
+	}
+	if err := q.ForceFlush(context.Background()); err != nil || exp.n != 4*telQueueRecords || q.bytes != 0 {
+		t.Fatalf("flush: %v, exported %d spans, %d bytes left", err, exp.n, q.bytes)
+	}
+
+	// Batches of 64 records, sent as each fills.
+	exp = &countingSpans{}
+	full := newSpanQueue(exp, telQueueRecords, telQueueBytes, telBatch, time.Hour)
+	defer full.Shutdown(context.Background())
+	r = newSpanRecorder(1, full)
+	for range telBatch {
+		runRecord(r, 3)
+	}
+	waitExported(t, exp, 4*telBatch)
+	if exp.calls != 1 || len(exp.last) != 4*telBatch {
+		t.Fatalf("a full batch of %d records: %d exports, the last of %d spans", telBatch, exp.calls, len(exp.last))
+	}
+
+	// Records of 1 to 5 spans, three to a batch: every export ends with
+	// the run span of its last record.
+	exp = &countingSpans{}
+	three := newSpanQueue(exp, telQueueRecords, telQueueBytes, 3, time.Hour)
+	defer three.Shutdown(context.Background())
+	exp.check = func(b []span) {
+		if b[len(b)-1].name != "agenticdriver.run" {
+			t.Errorf("an export of %d spans ends inside a record", len(b))
+		}
+	}
+	r = newSpanRecorder(1, three)
+	total := 0
+	for i := range 30 {
+		runRecord(r, i%5)
+		total += 1 + i%5
+	}
+	if err := three.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitExported(t, exp, total)
+	if exp.calls != 10 {
+		t.Errorf("30 records in batches of 3: %d exports", exp.calls)
+	}
+}
+
+// waitExported waits until exp has exported n spans.
+func waitExported(t *testing.T, exp *countingSpans, n int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		exp.mu.Lock()
+		got := exp.n
+		exp.mu.Unlock()
+		if got == n {
+			return
+		}
+		if i > 1000 {
+			t.Fatalf("exported %d spans, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
