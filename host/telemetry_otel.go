@@ -50,18 +50,19 @@ type Telemetry struct {
 	// collection (an observable counter): a host record costs an atomic
 	// add instead of a synchronous measurement (about 0.3 µs each,
 	// resolving its attribute set every time).
-	ops    [numKinds][numOutcomes]atomic.Int64
-	dur    metric.Float64Histogram
+	ops [numKinds][numOutcomes]atomic.Int64
+	// durs is the agenticdriver.duration histogram, kept by the host
+	// alike and produced for the SDK's reader (telemetry_hist.go).
+	durs   *durations
 	prog   metric.Int64Counter
 	active atomic.Int32 // runs being traced
 	spans  *spanQueue
 	log    *slog.Logger
-	// obsOpts and recOpts are the operations counter's and the duration
-	// histogram's options for each kind and outcome, built once: passed as
-	// a slice, a measurement allocates nothing here (a variadic argument
-	// of an interface method is a new slice a call).
+	// obsOpts are the operations counter's options for each kind and
+	// outcome, built once: passed as a slice, an observation allocates
+	// nothing here (a variadic argument of an interface method is a new
+	// slice a call).
 	obsOpts [numKinds][numOutcomes][]metric.ObserveOption
-	recOpts [numKinds][numOutcomes][]metric.RecordOption
 }
 
 const (
@@ -126,29 +127,28 @@ func NewTelemetry(d *config.Diagnostics, log *slog.Logger) (*Telemetry, error) {
 	}
 	t.spans = newSpanQueue(&guardedSpans{exp: texp, g: newGuard("traces", log)}, telQueueRecords, telQueueBytes, telBatch, time.Second)
 	t.rec = newSpanRecorder(rate, t.spans)
+	var sets [numKinds][numOutcomes]attribute.Set
+	for k := range numKinds {
+		for o := range numOutcomes {
+			sets[k][o] = attribute.NewSet(
+				attribute.String("kind", kindNames[k]), attribute.String("outcome", outcomeNames[o]), attribute.String("phase", "total"))
+			t.obsOpts[k][o] = []metric.ObserveOption{metric.WithAttributeSet(sets[k][o])}
+		}
+	}
+	t.durs = newDurations(sets)
 	t.mp = sdkmetric.NewMeterProvider(
 		sdkmetric.WithResource(res),
 		sdkmetric.WithReader(sdkmetric.NewPeriodicReader(&guardedMetrics{Exporter: mexp, g: newGuard("metrics", log)},
-			sdkmetric.WithInterval(time.Duration(d.ExportIntervalMs)*time.Millisecond), sdkmetric.WithTimeout(telTimeout))),
+			sdkmetric.WithInterval(time.Duration(d.ExportIntervalMs)*time.Millisecond), sdkmetric.WithTimeout(telTimeout),
+			sdkmetric.WithProducer(t.durs))),
 	)
 	m := t.mp.Meter("adhost")
 	if _, err = m.Int64ObservableCounter("agenticdriver.operations", metric.WithUnit("1"),
 		metric.WithInt64Callback(t.observeOps)); err != nil {
 		return nil, err
 	}
-	if t.dur, err = m.Float64Histogram("agenticdriver.duration", metric.WithUnit("ms")); err != nil {
-		return nil, err
-	}
 	if t.prog, err = m.Int64Counter("agenticdriver.progress", metric.WithUnit("1")); err != nil {
 		return nil, err
-	}
-	for k := range numKinds {
-		for o := range numOutcomes {
-			opt := metric.WithAttributeSet(attribute.NewSet(
-				attribute.String("kind", kindNames[k]), attribute.String("outcome", outcomeNames[o]), attribute.String("phase", "total")))
-			t.obsOpts[k][o] = []metric.ObserveOption{opt}
-			t.recOpts[k][o] = []metric.RecordOption{opt}
-		}
 	}
 	return t, nil
 }
@@ -301,7 +301,7 @@ func isUUID(s string) bool {
 func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Time, d time.Duration) {
 	ctx, reqID := correlation(r)
 	t.ops[kind][outcome].Add(1)
-	t.dur.Record(ctx, float64(d)/float64(time.Millisecond), t.recOpts[kind][outcome]...)
+	t.durs.record(kind, outcome, d)
 	if sp := t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.host", tracepb.Span_SPAN_KIND_SERVER, start); sp != nil {
 		sp.setObservationID()
 		sp.setStr(attrOperation, kindNames[kind])

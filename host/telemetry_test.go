@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -473,7 +475,9 @@ func TestSpanExportGuard(t *testing.T) {
 // TestOperationsMetric: host records reach the OTLP metrics export as
 // agenticdriver.operations, a monotonic cumulative sum (unit 1) with a
 // point per kind and outcome seen and none for the others, next to the
-// agenticdriver.duration histogram with the same counts.
+// agenticdriver.duration histogram with the same counts: cumulative, in
+// ms, in the SDK's default buckets (a value on a bound counts in that
+// bound's bucket), with its sum, min and max.
 func TestOperationsMetric(t *testing.T) {
 	var mu sync.Mutex
 	var last []byte
@@ -492,9 +496,13 @@ func TestOperationsMetric(t *testing.T) {
 	}
 	defer tel.Shutdown(context.Background())
 	r, _ := http.NewRequest("POST", "/v1/runs", nil)
-	for _, rec := range []struct{ kind, outcome int }{{kindRun, outcomeCompleted}, {kindRun, outcomeCompleted}, {kindJob, outcomeRejected}} {
-		tel.hostRecord(r, rec.kind, rec.outcome, time.Now(), time.Millisecond)
+	for _, rec := range []struct {
+		kind, outcome int
+		d             time.Duration
+	}{{kindRun, outcomeCompleted, time.Millisecond}, {kindRun, outcomeCompleted, 5 * time.Millisecond}, {kindJob, outcomeRejected, 20 * time.Second}} {
+		tel.hostRecord(r, rec.kind, rec.outcome, time.Now(), rec.d)
 	}
+	var runHist *metricpb.HistogramDataPoint // run/completed's, at the last check
 	check := func(want map[string]int64) {
 		t.Helper()
 		if err := tel.mp.ForceFlush(context.Background()); err != nil {
@@ -527,8 +535,15 @@ func TestOperationsMetric(t *testing.T) {
 							ops[key(dp.Attributes)] = dp.GetAsInt()
 						}
 					case "agenticdriver.duration":
-						for _, dp := range m.GetHistogram().GetDataPoints() {
+						h := m.GetHistogram()
+						if m.Unit != "ms" || h.GetAggregationTemporality() != metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE {
+							t.Errorf("duration: unit %q, %v", m.Unit, h.GetAggregationTemporality())
+						}
+						for _, dp := range h.GetDataPoints() {
 							durs[key(dp.Attributes)] = int64(dp.GetCount())
+							if key(dp.Attributes) == "run/completed/total" {
+								runHist = dp
+							}
 						}
 					}
 				}
@@ -539,8 +554,48 @@ func TestOperationsMetric(t *testing.T) {
 		}
 	}
 	check(map[string]int64{"run/completed/total": 2, "job/rejected/total": 1})
-	tel.hostRecord(r, kindRun, outcomeCompleted, time.Now(), time.Millisecond)
+	tel.hostRecord(r, kindRun, outcomeCompleted, time.Now(), 10*time.Second+time.Microsecond)
 	check(map[string]int64{"run/completed/total": 3, "job/rejected/total": 1}) // cumulative
+	// 1 ms in (0, 5], 5 ms on the bound 5, 10,000.001 ms past the last.
+	wantCounts := make([]uint64, len(durBounds)+1)
+	wantCounts[1], wantCounts[len(durBounds)] = 2, 1
+	if runHist == nil || fmt.Sprint(runHist.BucketCounts) != fmt.Sprint(wantCounts) || fmt.Sprint(runHist.ExplicitBounds) != fmt.Sprint(durBounds[:]) ||
+		runHist.GetSum() != 10006.001 || runHist.GetMin() != 1 || runHist.GetMax() != 10000.001 {
+		t.Errorf("run/completed duration %v, want buckets %v, sum 10006.001, min 1, max 10000.001", runHist, wantCounts)
+	}
+}
+
+// TestDurationsConcurrent: the duration histogram counts every value
+// recorded at once from many goroutines exactly once, with their sum,
+// min and max.
+func TestDurationsConcurrent(t *testing.T) {
+	var sets [numKinds][numOutcomes]attribute.Set
+	ds := newDurations(sets)
+	const workers, each = 8, 1000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				ds.record(kindRun, outcomeFailed, time.Duration(1+w*each+i)*time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	sm, err := ds.Produce(context.Background())
+	if err != nil || len(sm) != 1 {
+		t.Fatalf("produce: %v, %d scopes", err, len(sm))
+	}
+	pts := sm[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints
+	const n = workers * each
+	if len(pts) != 1 || pts[0].Count != n || pts[0].Sum != n*(n+1)/2 {
+		t.Fatalf("points %+v: want one of %d values summing to %d", pts, n, n*(n+1)/2)
+	}
+	if lo, _ := pts[0].Min.Value(); lo != 1 {
+		t.Errorf("min %v, want 1", lo)
+	}
+	if hi, _ := pts[0].Max.Value(); hi != n {
+		t.Errorf("max %v, want %d", hi, n)
+	}
 }
 
 // TestRunTraceStages: at level steps a run's spans follow its events and
