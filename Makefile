@@ -102,7 +102,7 @@ soak: build
 ## BenchmarkTelemetryOverhead runs on its own, at 64,000 runs a side: its
 ## 64 alternating rounds need ~1,000 runs each to hold ~30 export batches,
 ## and at the default benchtime they held a few (its ratio scattered
-## 0.88-1.02 then, against 0.91-0.95 at this length).
+## 0.88-1.02 then, against 0.89-0.97 at this length).
 bench: build
 	ADHOST_BIN=$(CURDIR)/bin/adhost $(GO) test -run '^$$' -bench . -skip '^BenchmarkTelemetryOverhead$$' -benchmem -timeout 60m ./...
 	$(GO) test -run '^$$' -bench '^BenchmarkTelemetryOverhead$$' -benchtime 64000x -benchmem ./internal/bench/
