@@ -51,8 +51,9 @@ type Telemetry struct {
 	// add instead of a synchronous measurement (about 0.3 µs each,
 	// resolving its attribute set every time).
 	ops [numKinds][numOutcomes]atomic.Int64
-	// durs is the agenticdriver.duration histogram, kept by the host
-	// alike and produced for the SDK's reader (telemetry_hist.go).
+	// durs is the agenticdriver.duration histogram, kept by the host in
+	// atomic buckets as ops is, and produced for the SDK's reader
+	// (telemetry_hist.go).
 	durs   *durations
 	prog   metric.Int64Counter
 	active atomic.Int32 // runs being traced
@@ -316,9 +317,10 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 
 // runLog returns the EventLog that turns a run's events and stages
 // (runtime.StageLog) into its spans: agenticdriver.run, and at level
-// steps its queue, context, provider and tool children. A run that is not traced (sampled out, or past the bound on
-// traced runs) still has its progress counted at level progress: metrics
-// are not sampled. Nil when there is nothing to record.
+// steps its queue, context, provider and tool children. A run that is not
+// traced (sampled out, or past the bound on traced runs) still has its
+// progress counted at level progress: metrics are not sampled. Nil when
+// there is nothing to record.
 func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLog {
 	ctx, reqID := correlation(r)
 	return t.startRun(ctx, reqID, "run", req)
@@ -408,7 +410,7 @@ type runTrace struct {
 	run            *span
 	op             string  // the operation kind: run or job
 	step, tool     *span   // the open provider and tool spans
-	kids           *[]span // the ended children, queued with the run span
+	kids           *[]span // the ended children (≤ telSpansPerRun), queued with the run span
 	spans, dropped int
 	// progress counts the run's progress records by phase (progressPhases)
 	// for the agenticdriver.progress counter, added at the run's end; now

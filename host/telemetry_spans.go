@@ -392,12 +392,14 @@ func (q *spanQueue) take(out []span, full bool) []span {
 // With full, it sends whole batches only and leaves the rest for the next
 // tick or flush.
 //
-// Why: a full batch wakes the exporter while runs go on ending spans, so
-// by the time one batch is sent a few more are queued. Sent at once, they
-// made a request of a few spans, during which a few more ended: a busy
-// host sent a request every three runs instead of every sixteen, and
-// those requests were most of what telemetry cost it. Left for the tick,
-// a span waits at most the export interval (a second) either way.
+// Why: a full batch wakes the exporter while runs go on ending records,
+// so by the time one batch is sent a few more are queued. Sent at once,
+// they made a request of a few records, during which a few more ended: a
+// busy host sent a request every few runs instead of one a full batch
+// (measured when batches counted spans: every three runs instead of every
+// sixteen), and those requests were most of what telemetry cost it. Left
+// for the tick, a record waits at most the export interval (a second)
+// either way.
 func (q *spanQueue) exportAll(ctx context.Context, full bool) {
 	q.exportMu.Lock()
 	defer q.exportMu.Unlock()
