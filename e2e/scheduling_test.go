@@ -342,6 +342,10 @@ func TestSoak(t *testing.T) {
 	setExtensionKeys(t, s, "conformance-tools", "max_instances = 2")
 	appendSiteConfig(t, s, "[tokens.grants]\nmetrics = true\n\n[metrics]\nenabled = true\n\n"+
 		"[limits]\nmax_concurrent_runs = 8\nmax_concurrent_runs_per_subject = 4\nqueue_total = 64\nqueue_per_subject = 16\n")
+	// OpenTelemetry at level steps, to a receiver that counts the spans
+	// by name: the mix makes every child span but context's.
+	spans := newSpanCounter(t)
+	appendSiteConfig(t, s, fmt.Sprintf("[diagnostics]\notlp_endpoint = %q\nlevel = \"steps\"\nexport_interval_ms = 1000\n", spans.URL))
 	var tokens []string
 	for i := range 4 {
 		tokens = append(tokens, addSiteToken(t, s, fmt.Sprintf("soak%d", i), fmt.Sprintf("soak%d", i), []string{fixtureProvider}, []string{"conformance_lookup"}))
@@ -358,7 +362,7 @@ func TestSoak(t *testing.T) {
 		for line := range strings.SplitSeq(string(body), "\n") {
 			for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "adhost_runs_active", "adhost_admission_queue_depth",
 				"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_sys_bytes",
-				"adhost_store_bytes"} {
+				"adhost_store_bytes", `adhost_telemetry_dropped_total{signal="spans"}`} {
 				if v, ok := strings.CutPrefix(line, name+" "); ok {
 					out[name], _ = strconv.ParseFloat(v, 64)
 				}
@@ -492,6 +496,17 @@ func TestSoak(t *testing.T) {
 		t.Logf("heap in use %.0f MiB, idle unreturned %.0f MiB, runtime total %.0f MiB; %s",
 			m["go_memstats_heap_inuse_bytes"]/(1<<20), (m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"])/(1<<20), m["go_memstats_sys_bytes"]/(1<<20),
 			[]procMem{baseMem, afterMem}[i].desc)
+	}
+	exports, names := spans.counts()
+	t.Logf("telemetry: %d trace exports, spans %v, %v dropped at the export queue's bounds",
+		exports, names, after[`adhost_telemetry_dropped_total{signal="spans"}`])
+	for _, n := range []string{"agenticdriver.host", "agenticdriver.run", "agenticdriver.queue", "agenticdriver.provider", "agenticdriver.tool"} {
+		if names[n] == 0 {
+			t.Errorf("no %s span exported (got %v)", n, names)
+		}
+	}
+	if strings.Contains(srv.stderr.String(), "telemetry exporter disabled") {
+		t.Error("the telemetry exporter was switched off during the soak")
 	}
 	if len(unexpected) > 0 {
 		t.Errorf("%d unexpected errors, e.g. %v", counts["unexpected"], unexpected)

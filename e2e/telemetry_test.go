@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -64,6 +65,50 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 	}))
 	t.Cleanup(rc.Close)
 	return rc
+}
+
+// spanCounter is a loopback OTLP/HTTP collector that keeps only how many
+// spans of each name it was sent (a long run's exports would not fit in
+// memory as bytes).
+type spanCounter struct {
+	*httptest.Server
+	mu      sync.Mutex
+	exports int
+	names   map[string]int
+}
+
+func newSpanCounter(t *testing.T) *spanCounter {
+	sc := &spanCounter{names: map[string]int{}}
+	sc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		if r.URL.Path != "/v1/traces" {
+			return
+		}
+		var req colltrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			t.Errorf("traces export is not OTLP protobuf: %v", err)
+			return
+		}
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		sc.exports++
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					sc.names[sp.Name]++
+				}
+			}
+		}
+	}))
+	t.Cleanup(sc.Close)
+	return sc
+}
+
+func (sc *spanCounter) counts() (exports int, names map[string]int) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.exports, maps.Clone(sc.names)
 }
 
 func (rc *otlpReceiver) raw() []byte {
