@@ -684,6 +684,18 @@ func TestRunTraceStages(t *testing.T) {
 	check("context that failed", run([]step{
 		{ev: runtime.EventRunStarted}, {stage: runtime.StageContext, ok: false}, {ev: runtime.EventRunFailed},
 	}), map[string][]bool{"agenticdriver.context": {false}, "agenticdriver.run": {false}})
+
+	// Spans begin and end at their events' times (Event.At).
+	before := len(tel.spans.q)
+	l := tel.startRun(context.Background(), "", "run", &runtimeRequest{})
+	t3, t4, t5 := t0.Add(7*time.Millisecond), t0.Add(9*time.Millisecond), t0.Add(11*time.Millisecond)
+	for _, ev := range []runtime.Event{{Type: runtime.EventRunStarted, At: t0}, {Type: runtime.EventStepStarted, At: t3},
+		{Type: runtime.EventUsageReported, At: t4}, {Type: runtime.EventRunCompleted, At: t5}} {
+		_ = l.Append(context.Background(), ev)
+	}
+	if spans := tel.spans.q[before:]; len(spans) != 2 || spans[0].start != t3.UnixNano() || spans[0].end != t4.UnixNano() || spans[1].end != t5.UnixNano() {
+		t.Errorf("spans %+v: want the provider span from step.started to usage.reported, the run's ending at run.completed", spans)
+	}
 }
 
 // runRecord ends, through r, a run span with n children as one record.

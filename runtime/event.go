@@ -46,6 +46,11 @@ type Event struct {
 	Sequence int64
 	// RunID is the run's id, for a log that does not read Data.
 	RunID string
+	// At is when the event was emitted, the time its wire timestamp
+	// gives, for a log that does not read Data (telemetry's spans begin
+	// and end at their events). Zero for an event not emitted by a run
+	// (a recorded event replayed).
+	At time.Time
 	// Data is the event's wire JSON; nil for a JSON-mode run whose logs
 	// are all TypesOnly (nobody reads it).
 	Data []byte

@@ -484,7 +484,7 @@ func (r *Run) queuedLocked() int {
 // whose text is already counted in queuedText.
 func (r *Run) commitLocked(p *payload) {
 	term := isTerminal(p.typ)
-	ev := Event{Type: p.typ, Sequence: r.seq + 1, RunID: r.id, text: len(p.text)}
+	ev := Event{Type: p.typ, Sequence: r.seq + 1, RunID: r.id, At: p.ts, text: len(p.text)}
 	if r.needData {
 		ev.Data = encodeEvent(r.id, ev.Sequence, p)
 	}
