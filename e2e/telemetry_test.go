@@ -218,6 +218,19 @@ func TestTelemetryRedaction(t *testing.T) {
 			for _, ss := range rs.ScopeSpans {
 				for _, sp := range ss.Spans {
 					names[sp.Name]++
+					if sp.Name == "agenticdriver.run" || sp.Name == "agenticdriver.host" {
+						// Every run request carried the traceparent and
+						// the request id: its host span and its run's
+						// span both take them.
+						attrs := map[string]string{}
+						for _, kv := range sp.Attributes {
+							attrs[kv.Key] = kv.Value.GetStringValue()
+						}
+						if attrs["agenticdriver.operation"] == "run" &&
+							(fmt.Sprintf("%x", sp.TraceId) != traceID || attrs["agenticdriver.request_id"] != "6f9619ff-8b86-4011-b42d-00c04fc964ff") {
+							t.Errorf("%s span of a run request without its correlation: trace %x, %v", sp.Name, sp.TraceId, attrs)
+						}
+					}
 					if sp.Name == "agenticdriver.run" {
 						// Every run that started names its run id (from
 						// the engine, not from event data, which a JSON

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"os"
@@ -235,6 +236,11 @@ type obsWriter struct {
 	// finished: the whole response was written (noteFinished); a client
 	// that closes after that did not cancel anything.
 	finished bool
+	// corrCtx and corrID are the request's telemetry correlation, parsed
+	// once when corrDone (correlationOf).
+	corrCtx  context.Context
+	corrID   string
+	corrDone bool
 }
 
 func (o *obsWriter) WriteHeader(code int) {
@@ -309,7 +315,7 @@ func (s *Server) observed(o *obsWriter, r *http.Request, start time.Time) {
 		m.dur[kind][outcome].Observe(float64(d) / float64(time.Millisecond))
 	}
 	if s.tel != nil {
-		s.tel.hostRecord(r, kind, outcome, start, d)
+		s.tel.hostRecord(o, r, kind, outcome, start, d)
 	}
 	if s.log.Enabled(r.Context(), slog.LevelInfo) {
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",

@@ -51,9 +51,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p *runtime.Pri
 	// 13–16. Validation, shutdown re-check, authorization, admission: a
 	// foreground run may wait in the admission queue.
 	opts.Queue = true
-	traced := s.traceRun(r, &runtimeRequest{provider: req.Provider, model: req.Model}, &opts)
+	trace := s.traceRun(w, r, &runtimeRequest{provider: req.Provider, model: req.Model}, &opts)
 	run, err := s.engine.StartWith(r.Context(), p, req, mode, opts)
-	traced(err)
+	s.endTrace(trace, err)
 	started(run) // nil when it did not start
 	if err != nil {
 		s.writeError(w, r, err)

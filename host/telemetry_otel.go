@@ -254,6 +254,21 @@ func correlation(r *http.Request) (context.Context, string) {
 	return ctx, id
 }
 
+// correlationOf is correlation(r), parsed once per request when w is the
+// request's observation (obsWriter): a run request's host record and its
+// run's trace both read it.
+func correlationOf(w http.ResponseWriter, r *http.Request) (context.Context, string) {
+	o, ok := w.(*obsWriter)
+	if !ok {
+		return correlation(r)
+	}
+	if !o.corrDone {
+		o.corrCtx, o.corrID = correlation(r)
+		o.corrDone = true
+	}
+	return o.corrCtx, o.corrID
+}
+
 func parseTraceparent(s string) (trace.SpanContext, bool) {
 	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
 		return trace.SpanContext{}, false
@@ -299,8 +314,8 @@ func isUUID(s string) bool {
 
 // hostRecord is one request's host record: the agenticdriver.host span and
 // the operations/duration metrics.
-func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Time, d time.Duration) {
-	ctx, reqID := correlation(r)
+func (t *Telemetry) hostRecord(w http.ResponseWriter, r *http.Request, kind, outcome int, start time.Time, d time.Duration) {
+	ctx, reqID := correlationOf(w, r)
 	t.ops[kind][outcome].Add(1)
 	t.durs.record(kind, outcome, d)
 	if sp := t.rec.start(trace.SpanContextFromContext(ctx), "agenticdriver.host", tracepb.Span_SPAN_KIND_SERVER, start); sp != nil {
@@ -321,8 +336,8 @@ func (t *Telemetry) hostRecord(r *http.Request, kind, outcome int, start time.Ti
 // traced (sampled out, or past the bound on traced runs) still has its
 // progress counted at level progress: metrics are not sampled. Nil when
 // there is nothing to record.
-func (t *Telemetry) runLog(r *http.Request, req *runtimeRequest) runtime.EventLog {
-	ctx, reqID := correlation(r)
+func (t *Telemetry) runLog(w http.ResponseWriter, r *http.Request, req *runtimeRequest) runtime.EventLog {
+	ctx, reqID := correlationOf(w, r)
 	return t.startRun(ctx, reqID, "run", req)
 }
 
@@ -604,21 +619,24 @@ func (t *Telemetry) abandon(l runtime.EventLog) {
 	rt.endRun(time.Now())
 }
 
-// traceRun adds the run's trace to opts when telemetry is on; the returned
-// function is called with the Start error (nil: started).
-func (s *Server) traceRun(r *http.Request, req *runtimeRequest, opts *runtime.StartOptions) func(error) {
+// traceRun adds the run's trace to opts when telemetry is on and returns
+// it (nil: none); endTrace is called with it and the Start error.
+func (s *Server) traceRun(w http.ResponseWriter, r *http.Request, req *runtimeRequest, opts *runtime.StartOptions) runtime.EventLog {
 	if s.tel == nil {
-		return func(error) {}
+		return nil
 	}
-	l := s.tel.runLog(r, req)
-	if l == nil {
-		return func(error) {}
+	l := s.tel.runLog(w, r, req)
+	if l != nil {
+		opts.Log = runtime.JoinLogs(opts.Log, l)
 	}
-	opts.Log = runtime.JoinLogs(opts.Log, l)
-	return func(err error) {
-		if err != nil {
-			s.tel.abandon(l)
-		}
+	return l
+}
+
+// endTrace ends the trace l of a run whose Start failed (err non-nil):
+// it never began. A started run's trace ends with its terminal event.
+func (s *Server) endTrace(l runtime.EventLog, err error) {
+	if err != nil && l != nil {
+		s.tel.abandon(l)
 	}
 }
 

@@ -500,7 +500,7 @@ func TestOperationsMetric(t *testing.T) {
 		kind, outcome int
 		d             time.Duration
 	}{{kindRun, outcomeCompleted, time.Millisecond}, {kindRun, outcomeCompleted, 5 * time.Millisecond}, {kindJob, outcomeRejected, 20 * time.Second}} {
-		tel.hostRecord(r, rec.kind, rec.outcome, time.Now(), rec.d)
+		tel.hostRecord(nil, r, rec.kind, rec.outcome, time.Now(), rec.d)
 	}
 	var runHist *metricpb.HistogramDataPoint // run/completed's, at the last check
 	check := func(want map[string]int64) {
@@ -554,7 +554,7 @@ func TestOperationsMetric(t *testing.T) {
 		}
 	}
 	check(map[string]int64{"run/completed/total": 2, "job/rejected/total": 1})
-	tel.hostRecord(r, kindRun, outcomeCompleted, time.Now(), 10*time.Second+time.Microsecond)
+	tel.hostRecord(nil, r, kindRun, outcomeCompleted, time.Now(), 10*time.Second+time.Microsecond)
 	check(map[string]int64{"run/completed/total": 3, "job/rejected/total": 1}) // cumulative
 	// 1 ms in (0, 5], 5 ms on the bound 5, 10,000.001 ms past the last.
 	wantCounts := make([]uint64, len(durBounds)+1)
